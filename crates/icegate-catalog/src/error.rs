@@ -1,0 +1,62 @@
+//! The one error type of the domain layer. The HTTP layer maps each variant to an Iceberg error
+//! body in one place (`icegate_api::error`), so the variants are chosen by what a client must be
+//! able to tell apart, not by where the failure happened.
+
+/// What kind of object a "not found" is about: clients dispatch on the exception type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Warehouse,
+    Namespace,
+    Table,
+    View,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The request is malformed or names something invalid.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The named object does not exist.
+    #[error("{message}")]
+    NotFound { kind: ObjectKind, message: String },
+    /// An object with that name exists already.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A namespace still holds namespaces, tables or views.
+    #[error("{0}")]
+    NamespaceNotEmpty(String),
+    /// A warehouse still holds namespaces.
+    #[error("{0}")]
+    WarehouseNotEmpty(String),
+    /// The request is well formed but contradicts itself (a key both updated and removed).
+    #[error("{0}")]
+    Unprocessable(String),
+    /// The metadata store cannot be reached; the client may retry.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else. The cause is logged with an error id and never sent to the client.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl CatalogError {
+    pub fn bad_request(msg: impl Into<String>) -> Self {
+        Self::BadRequest(msg.into())
+    }
+
+    pub fn no_such_warehouse(name: impl std::fmt::Display) -> Self {
+        Self::NotFound {
+            kind: ObjectKind::Warehouse,
+            message: format!("Warehouse does not exist: {name}"),
+        }
+    }
+
+    pub fn no_such_namespace(ns: impl std::fmt::Display) -> Self {
+        Self::NotFound {
+            kind: ObjectKind::Namespace,
+            message: format!("Namespace does not exist: {ns}"),
+        }
+    }
+}
+
+pub type Result<T, E = CatalogError> = std::result::Result<T, E>;

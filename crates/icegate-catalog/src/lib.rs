@@ -1,0 +1,16 @@
+//! icegate's domain: identifiers parsed at the edge, the catalog services that HTTP handlers
+//! call, and the store traits that `icegate-store` implements.
+//!
+//! Nothing here knows about HTTP or SQL: handlers translate requests into these types, the
+//! services decide, and the store persists.
+
+pub mod error;
+pub mod ident;
+pub mod pagination;
+pub mod service;
+pub mod store;
+
+pub use error::{CatalogError, ObjectKind, Result};
+pub use ident::{NamespaceIdent, StorageRoot, WarehouseName};
+pub use service::Catalog;
+pub use store::{CatalogStore, Properties};

@@ -1,0 +1,162 @@
+//! The catalog service: what the HTTP handlers call. It parses raw request values into domain
+//! types, resolves the warehouse behind a URL prefix and asks the store, one transaction per call.
+
+use std::sync::Arc;
+
+use crate::error::{CatalogError, Result};
+use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+use crate::pagination::{encode_token, page_request};
+use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
+
+/// A page of results plus the token for the next one (`None` on the last page).
+#[derive(Debug, Clone)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    pub next_page_token: Option<String>,
+}
+
+#[derive(Clone)]
+pub struct Catalog {
+    store: Arc<dyn CatalogStore>,
+    default_warehouse: Option<WarehouseName>,
+}
+
+impl Catalog {
+    /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
+    pub fn new(store: Arc<dyn CatalogStore>, default_warehouse: Option<WarehouseName>) -> Self {
+        Self { store, default_warehouse }
+    }
+
+    pub fn store(&self) -> &Arc<dyn CatalogStore> {
+        &self.store
+    }
+
+    /// The warehouse a `/v1/config` request asks for, or the configured default.
+    pub async fn config_warehouse(&self, requested: Option<&str>) -> Result<Warehouse> {
+        let name = match requested.filter(|w| !w.is_empty()) {
+            Some(name) => WarehouseName::parse(name)?,
+            None => self.default_warehouse.clone().ok_or_else(|| {
+                CatalogError::bad_request(
+                    "no warehouse given and no default warehouse configured: \
+                     pass ?warehouse=NAME (the client's `warehouse` property)",
+                )
+            })?,
+        };
+        self.store
+            .warehouse_by_name(&name)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_warehouse(&name))
+    }
+
+    /// The warehouse behind a `/v1/{prefix}` URL.
+    pub async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
+        self.store
+            .warehouse_by_id(prefix)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_warehouse(prefix))
+    }
+
+    pub async fn create_warehouse(&self, name: &str, storage_root: &str) -> Result<Warehouse> {
+        let name = WarehouseName::parse(name)?;
+        let root = StorageRoot::parse(storage_root)?;
+        self.store.create_warehouse(&name, &root).await
+    }
+
+    pub async fn list_warehouses(&self) -> Result<Vec<Warehouse>> {
+        self.store.list_warehouses().await
+    }
+
+    pub async fn get_warehouse(&self, name: &str) -> Result<Warehouse> {
+        let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
+        self.store
+            .warehouse_by_name(&name)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_warehouse(&name))
+    }
+
+    pub async fn delete_warehouse(&self, name: &str) -> Result<()> {
+        let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
+        self.store.delete_warehouse(&name).await
+    }
+
+    pub async fn list_namespaces(
+        &self,
+        prefix: &str,
+        parent: Option<&str>,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+    ) -> Result<Listing<NamespaceIdent>> {
+        // The spec treats an empty `parent` as absent, for older clients.
+        let parent = parent.filter(|p| !p.is_empty()).map(NamespaceIdent::parse_encoded).transpose()?;
+        let page = page_request(page_token, page_size)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page).await?;
+        Ok(Listing { items: page.items, next_page_token: page.next_after.as_deref().map(encode_token) })
+    }
+
+    pub async fn create_namespace(
+        &self,
+        prefix: &str,
+        levels: Vec<String>,
+        properties: Properties,
+    ) -> Result<(NamespaceIdent, Properties)> {
+        let namespace = NamespaceIdent::from_levels(levels)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store.create_namespace(&warehouse.id, &namespace, &properties).await?;
+        Ok((namespace, properties))
+    }
+
+    pub async fn load_namespace(&self, prefix: &str, namespace: &str) -> Result<(NamespaceIdent, Properties)> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let properties = self
+            .store
+            .load_namespace(&warehouse.id, &namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(&namespace))?;
+        Ok((namespace, properties))
+    }
+
+    pub async fn namespace_exists(&self, prefix: &str, namespace: &str) -> Result<()> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        if self.store.namespace_exists(&warehouse.id, &namespace).await? {
+            Ok(())
+        } else {
+            Err(CatalogError::no_such_namespace(&namespace))
+        }
+    }
+
+    pub async fn drop_namespace(&self, prefix: &str, namespace: &str) -> Result<()> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store.drop_namespace(&warehouse.id, &namespace).await
+    }
+
+    pub async fn update_namespace_properties(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        updates: Properties,
+        removals: Vec<String>,
+    ) -> Result<PropertiesChange> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let mut both: Vec<&str> =
+            removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
+        if !both.is_empty() {
+            both.sort_unstable();
+            both.dedup();
+            return Err(CatalogError::Unprocessable(format!(
+                "keys present in both updates and removals: {}",
+                both.join(", ")
+            )));
+        }
+        let mut removals = removals;
+        removals.sort_unstable();
+        removals.dedup();
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store
+            .update_namespace_properties(&warehouse.id, &namespace, &updates, &removals)
+            .await
+    }
+}

@@ -1,0 +1,107 @@
+//! The persistence contract. `icegate-store` implements it for PostgreSQL and SQLite; both run
+//! one shared test suite. Every method is one database transaction, so callers never see a half
+//! applied change.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+
+/// String properties, kept sorted so responses are stable.
+pub type Properties = BTreeMap<String, String>;
+
+/// A warehouse row. `id` is the opaque, URL-safe prefix clients put in `/v1/{prefix}/...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warehouse {
+    pub id: String,
+    pub name: WarehouseName,
+    pub storage_root: StorageRoot,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One page of a keyset-paginated listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageRequest {
+    /// Return only keys strictly after this one (the last key of the previous page).
+    pub after: Option<String>,
+    /// At most this many items; `None` for everything.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// The key to continue after, present only when more items exist.
+    pub next_after: Option<String>,
+}
+
+/// What an update of namespace properties did, key by key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PropertiesChange {
+    pub updated: Vec<String>,
+    pub removed: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+/// Connection pool figures for the metrics endpoint.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PoolStats {
+    pub size: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
+#[async_trait]
+pub trait CatalogStore: Send + Sync + 'static {
+    /// `"postgres"` or `"sqlite"`.
+    fn backend(&self) -> &'static str;
+    fn pool_stats(&self) -> PoolStats;
+    /// One round trip to the database; fails with `Unavailable` when it cannot be reached.
+    async fn ping(&self) -> Result<()>;
+
+    async fn create_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
+    /// Creates the warehouse unless one of that name exists; returns the stored one either way.
+    async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
+    async fn list_warehouses(&self) -> Result<Vec<Warehouse>>;
+    async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>>;
+    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>>;
+    /// Deletes an empty warehouse: `NotFound`, or `WarehouseNotEmpty` while it holds namespaces.
+    async fn delete_warehouse(&self, name: &WarehouseName) -> Result<()>;
+
+    /// `AlreadyExists`, or `NotFound(Namespace)` when the parent does not exist.
+    async fn create_namespace(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        properties: &Properties,
+    ) -> Result<()>;
+    /// Direct children of `parent` (top-level namespaces when `None`), ordered by name.
+    /// `NotFound(Namespace)` when the parent does not exist.
+    async fn list_namespaces(
+        &self,
+        warehouse_id: &str,
+        parent: Option<&NamespaceIdent>,
+        page: &PageRequest,
+    ) -> Result<Page<NamespaceIdent>>;
+    /// The namespace's properties, `None` when it does not exist.
+    async fn load_namespace(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+    ) -> Result<Option<Properties>>;
+    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent)
+    -> Result<bool>;
+    /// `NotFound`, or `NamespaceNotEmpty` while it holds namespaces, tables or views.
+    async fn drop_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<()>;
+    /// Applies updates and removals atomically. Keys must not appear in both.
+    async fn update_namespace_properties(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        updates: &Properties,
+        removals: &[String],
+    ) -> Result<PropertiesChange>;
+}

@@ -1,0 +1,250 @@
+//! The metadata store: [`SqlStore`] implements `icegate_catalog::CatalogStore` on PostgreSQL
+//! (production) and SQLite (the embedded default) with one set of queries.
+//!
+//! Why runtime queries and not `sqlx::query!`: both backends run the *same* SQL through sqlx's
+//! `Any` driver, so one implementation and one test suite cover both stores. The compile-time
+//! macros check a query against one concrete database and cannot serve `Any`. The schema keeps
+//! to types both databases share (TEXT, BIGINT) for that reason, and every query is exercised on
+//! both backends by the store test suite (`tests/store.rs`).
+
+mod namespaces;
+mod warehouses;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use icegate_catalog::store::{Page, PageRequest, PoolStats, PropertiesChange, Warehouse};
+use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, Any, Executor, Transaction};
+
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+impl Backend {
+    /// The backend a database URL selects.
+    pub fn from_url(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Self::Postgres)
+        } else if url.starts_with("sqlite:") {
+            Ok(Self::Sqlite)
+        } else {
+            anyhow::bail!("unsupported database URL scheme (expected postgres:// or sqlite://)")
+        }
+    }
+}
+
+/// How to reach the database.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub url: String,
+    pub max_connections: u32,
+    /// How long a request waits for a free connection (or for the database to answer a new
+    /// connection) before it fails with 503 instead of hanging.
+    pub acquire_timeout: Duration,
+}
+
+/// The sqlx-backed store for both databases.
+#[derive(Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl SqlStore {
+    /// Connects lazily: the pool opens connections on first use, so `icegate serve` starts (and
+    /// answers `/health`, and `/ready` with 503) even while the database is still coming up.
+    pub fn connect_lazy(options: &StoreOptions) -> anyhow::Result<Self> {
+        install_default_drivers();
+        let backend = Backend::from_url(&options.url)?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.acquire_timeout)
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        // WAL lets readers proceed while one writer commits; foreign keys are
+                        // what make "drop only when empty" safe (see the migrations).
+                        conn.execute("PRAGMA journal_mode = WAL").await?;
+                        conn.execute("PRAGMA foreign_keys = ON").await?;
+                        conn.execute("PRAGMA busy_timeout = 10000").await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_lazy(&options.url)
+            .context("invalid database URL")?;
+        Ok(Self { pool, backend })
+    }
+
+    pub fn backend_kind(&self) -> Backend {
+        self.backend
+    }
+
+    /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock while it migrates,
+    /// so replicas starting together apply each migration exactly once; on SQLite the database
+    /// file's write lock serialises them.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let migrator = match self.backend {
+            Backend::Postgres => &POSTGRES_MIGRATIONS,
+            Backend::Sqlite => &SQLITE_MIGRATIONS,
+        };
+        migrator.run(&self.pool).await.context("running database migrations")?;
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Begins a transaction that will write. SQLite must take its write lock up front
+    /// (`BEGIN IMMEDIATE`): a deferred transaction that reads and then writes can fail with
+    /// SQLITE_BUSY at once when another writer got there first, instead of waiting its turn.
+    async fn begin_write(&self) -> Result<Transaction<'static, Any>, CatalogError> {
+        let tx = match self.backend {
+            Backend::Postgres => self.pool.begin().await,
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+        };
+        tx.map_err(db_error)
+    }
+}
+
+/// Milliseconds since the Unix epoch, the store's timestamp format.
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Maps a database error nobody expected. Connection-level failures become `Unavailable` (503,
+/// retryable); the rest is internal and logged by the HTTP layer with an error id.
+fn db_error(err: sqlx::Error) -> CatalogError {
+    use sqlx::Error as E;
+    let unavailable = match &err {
+        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => true,
+        // 08xxx: connection exceptions; 57P0x: the server is shutting down or restarting;
+        // SQLITE_BUSY (5) after the busy timeout.
+        E::Database(db) => db.code().is_some_and(|c| c.starts_with("08") || c.starts_with("57P0") || c == "5"),
+        _ => false,
+    };
+    if unavailable {
+        tracing::warn!(error = %err, "metadata store unavailable");
+        CatalogError::Unavailable("the metadata store is unavailable; retry later".into())
+    } else {
+        CatalogError::Internal(anyhow::Error::new(err).context("metadata store query failed"))
+    }
+}
+
+/// True when `err` is a violation of the kind asked for.
+fn is_violation(err: &sqlx::Error, kind: sqlx::error::ErrorKind) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.kind() == kind)
+}
+
+/// The name of the violated constraint, where the database reports it (PostgreSQL does, SQLite
+/// does not).
+fn constraint(err: &sqlx::Error) -> Option<&str> {
+    match err {
+        sqlx::Error::Database(db) => db.constraint(),
+        _ => None,
+    }
+}
+
+#[async_trait]
+impl CatalogStore for SqlStore {
+    fn backend(&self) -> &'static str {
+        match self.backend {
+            Backend::Postgres => "postgres",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats {
+            size: self.pool.size(),
+            idle: self.pool.num_idle() as u32,
+            max: self.pool.options().get_max_connections(),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), CatalogError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await.map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn create_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {
+        warehouses::create(self, name, root).await
+    }
+
+    async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {
+        warehouses::ensure(self, name, root).await
+    }
+
+    async fn list_warehouses(&self) -> Result<Vec<Warehouse>, CatalogError> {
+        warehouses::list(self).await
+    }
+
+    async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>, CatalogError> {
+        warehouses::by_name(self, name).await
+    }
+
+    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>, CatalogError> {
+        warehouses::by_id(self, id).await
+    }
+
+    async fn delete_warehouse(&self, name: &WarehouseName) -> Result<(), CatalogError> {
+        warehouses::delete(self, name).await
+    }
+
+    async fn create_namespace(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        properties: &Properties,
+    ) -> Result<(), CatalogError> {
+        namespaces::create(self, warehouse_id, namespace, properties).await
+    }
+
+    async fn list_namespaces(
+        &self,
+        warehouse_id: &str,
+        parent: Option<&NamespaceIdent>,
+        page: &PageRequest,
+    ) -> Result<Page<NamespaceIdent>, CatalogError> {
+        namespaces::list(self, warehouse_id, parent, page).await
+    }
+
+    async fn load_namespace(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+    ) -> Result<Option<Properties>, CatalogError> {
+        namespaces::load(self, warehouse_id, namespace).await
+    }
+
+    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool, CatalogError> {
+        Ok(namespaces::id_of(&self.pool, warehouse_id, namespace).await?.is_some())
+    }
+
+    async fn drop_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+        namespaces::drop(self, warehouse_id, namespace).await
+    }
+
+    async fn update_namespace_properties(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        updates: &Properties,
+        removals: &[String],
+    ) -> Result<PropertiesChange, CatalogError> {
+        namespaces::update_properties(self, warehouse_id, namespace, updates, removals).await
+    }
+}
+
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -1,0 +1,246 @@
+//! Namespace rows and their properties.
+
+use icegate_catalog::store::{Page, PageRequest, PropertiesChange};
+use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
+use sqlx::error::ErrorKind;
+use sqlx::{Any, AssertSqlSafe, Executor, Row};
+
+use crate::{SqlStore, constraint, db_error, is_violation, now_ms};
+
+/// Rows per multi-row INSERT: far below SQLite's and PostgreSQL's bind-parameter limits.
+const PROPERTY_CHUNK: usize = 500;
+
+/// The row id of a namespace, if it exists.
+pub(crate) async fn id_of<'e, E>(
+    executor: E,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+) -> Result<Option<String>, CatalogError>
+where
+    E: Executor<'e, Database = Any>,
+{
+    let row = sqlx::query("SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2")
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .fetch_optional(executor)
+        .await
+        .map_err(db_error)?;
+    row.map(|r| r.try_get::<String, _>("id")).transpose().map_err(db_error)
+}
+
+pub(crate) async fn create(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    properties: &Properties,
+) -> Result<(), CatalogError> {
+    let mut tx = store.begin_write().await?;
+    let parent_id = match namespace.parent() {
+        Some(parent) => Some(
+            id_of(&mut *tx, warehouse_id, &parent)
+                .await?
+                .ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
+        ),
+        None => None,
+    };
+    let id = uuid::Uuid::now_v7().to_string();
+    let now = now_ms();
+    let inserted = sqlx::query(
+        "INSERT INTO namespaces (id, warehouse_id, parent_id, name, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $5)",
+    )
+    .bind(&id)
+    .bind(warehouse_id)
+    .bind(parent_id)
+    .bind(namespace.encoded())
+    .bind(now)
+    .execute(&mut *tx)
+    .await;
+    match inserted {
+        Ok(_) => {}
+        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
+            return Err(CatalogError::AlreadyExists(format!("Namespace already exists: {namespace}")));
+        }
+        // The parent (PostgreSQL only: SQLite's write lock rules the race out) or the warehouse
+        // was deleted between our read and this insert.
+        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+            return Err(match (constraint(&e), namespace.parent()) {
+                (Some("namespaces_parent_fk"), Some(parent)) => CatalogError::no_such_namespace(parent),
+                _ => CatalogError::no_such_warehouse(warehouse_id),
+            });
+        }
+        Err(e) => return Err(db_error(e)),
+    }
+    upsert_properties(&mut tx, &id, properties).await?;
+    tx.commit().await.map_err(db_error)
+}
+
+/// Inserts or replaces properties of one namespace, a few hundred per statement.
+async fn upsert_properties(
+    tx: &mut sqlx::Transaction<'static, Any>,
+    namespace_id: &str,
+    properties: &Properties,
+) -> Result<(), CatalogError> {
+    let entries: Vec<(&String, &String)> = properties.iter().collect();
+    for chunk in entries.chunks(PROPERTY_CHUNK) {
+        // Built at run time because the number of rows varies; every value is a bind parameter.
+        let mut sql = String::from("INSERT INTO namespace_properties (namespace_id, key, value) VALUES ");
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("($1, ${}, ${})", 2 * i + 2, 2 * i + 3));
+        }
+        sql.push_str(" ON CONFLICT (namespace_id, key) DO UPDATE SET value = excluded.value");
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(namespace_id);
+        for (key, value) in chunk {
+            query = query.bind(key.as_str()).bind(value.as_str());
+        }
+        query.execute(&mut **tx).await.map_err(|e| {
+            if is_violation(&e, ErrorKind::ForeignKeyViolation) {
+                // The namespace was dropped concurrently.
+                CatalogError::no_such_namespace(namespace_id)
+            } else {
+                db_error(e)
+            }
+        })?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn list(
+    store: &SqlStore,
+    warehouse_id: &str,
+    parent: Option<&NamespaceIdent>,
+    page: &PageRequest,
+) -> Result<Page<NamespaceIdent>, CatalogError> {
+    // One more row than asked for tells whether another page exists.
+    let fetch = page.limit.map_or(i64::MAX, |l| i64::from(l) + 1);
+    let after = page.after.clone().unwrap_or_default();
+    let rows = match parent {
+        Some(parent) => {
+            let parent_id = id_of(&store.pool, warehouse_id, parent)
+                .await?
+                .ok_or_else(|| CatalogError::no_such_namespace(parent))?;
+            sqlx::query("SELECT name FROM namespaces WHERE parent_id = $1 AND name > $2 ORDER BY name LIMIT $3")
+                .bind(parent_id)
+                .bind(after)
+                .bind(fetch)
+                .fetch_all(&store.pool)
+                .await
+        }
+        None => {
+            sqlx::query(
+                "SELECT name FROM namespaces WHERE warehouse_id = $1 AND parent_id IS NULL AND name > $2 \
+                 ORDER BY name LIMIT $3",
+            )
+            .bind(warehouse_id)
+            .bind(after)
+            .bind(fetch)
+            .fetch_all(&store.pool)
+            .await
+        }
+    }
+    .map_err(db_error)?;
+    let mut names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+    let next_after = match page.limit {
+        Some(limit) if names.len() > limit as usize => {
+            names.truncate(limit as usize);
+            names.last().cloned()
+        }
+        _ => None,
+    };
+    let items = names
+        .iter()
+        .map(|n| NamespaceIdent::parse_encoded(n))
+        .collect::<Result<_, _>>()
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid namespace row: {e}")))?;
+    Ok(Page { items, next_after })
+}
+
+pub(crate) async fn load(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+) -> Result<Option<Properties>, CatalogError> {
+    // One round trip: the namespace row, joined with its properties if it has any.
+    let rows = sqlx::query(
+        "SELECT p.key, p.value FROM namespaces n \
+         LEFT JOIN namespace_properties p ON p.namespace_id = n.id \
+         WHERE n.warehouse_id = $1 AND n.name = $2",
+    )
+    .bind(warehouse_id)
+    .bind(namespace.encoded())
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_error)?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let mut properties = Properties::new();
+    for row in rows {
+        let key: Option<String> = row.try_get("key").map_err(db_error)?;
+        let value: Option<String> = row.try_get("value").map_err(db_error)?;
+        if let (Some(key), Some(value)) = (key, value) {
+            properties.insert(key, value);
+        }
+    }
+    Ok(Some(properties))
+}
+
+pub(crate) async fn drop(store: &SqlStore, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+    // The foreign keys of child namespaces (and, later, tables and views) refuse the delete
+    // while anything remains inside, atomically; properties go with the row (ON DELETE CASCADE).
+    let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .execute(&store.pool)
+        .await;
+    match result {
+        Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
+        Ok(_) => Ok(()),
+        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+            Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
+        }
+        Err(e) => Err(db_error(e)),
+    }
+}
+
+pub(crate) async fn update_properties(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    updates: &Properties,
+    removals: &[String],
+) -> Result<PropertiesChange, CatalogError> {
+    let mut tx = store.begin_write().await?;
+    // No row lock: each key is its own row, so concurrent updates of different keys cannot
+    // overwrite each other, and a concurrent drop makes the upsert fail its foreign key.
+    let id = id_of(&mut *tx, warehouse_id, namespace)
+        .await?
+        .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+    let mut removed = Vec::new();
+    for chunk in removals.chunks(PROPERTY_CHUNK) {
+        // Built at run time because the number of keys varies; every key is a bind parameter.
+        let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "DELETE FROM namespace_properties WHERE namespace_id = $1 AND key IN ({}) RETURNING key",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(&id);
+        for key in chunk {
+            query = query.bind(key.as_str());
+        }
+        for row in query.fetch_all(&mut *tx).await.map_err(db_error)? {
+            removed.push(row.try_get::<String, _>("key").map_err(db_error)?);
+        }
+    }
+    upsert_properties(&mut tx, &id, updates).await.map_err(|e| match e {
+        CatalogError::NotFound { .. } => CatalogError::no_such_namespace(namespace),
+        other => other,
+    })?;
+    tx.commit().await.map_err(db_error)?;
+    removed.sort_unstable();
+    let missing = removals.iter().filter(|k| removed.binary_search(k).is_err()).cloned().collect();
+    Ok(PropertiesChange { updated: updates.keys().cloned().collect(), removed, missing })
+}

@@ -1,0 +1,338 @@
+//! One store test suite, run against SQLite and PostgreSQL: each test body below is
+//! instantiated once per backend by `store_tests!`, on a database of its own.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use icegate_catalog::store::{PageRequest, PropertiesChange};
+use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, ObjectKind, Properties, StorageRoot, WarehouseName};
+use icegate_store::testing::{TestBackend, TestDatabase};
+
+fn ns(path: &str) -> NamespaceIdent {
+    NamespaceIdent::from_levels(path.split('.')).unwrap()
+}
+
+fn props(pairs: &[(&str, &str)]) -> Properties {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+async fn warehouse(store: &dyn CatalogStore, name: &str) -> String {
+    store
+        .create_warehouse(&WarehouseName::parse(name).unwrap(), &StorageRoot::parse(&format!("file:///tmp/{name}")).unwrap())
+        .await
+        .unwrap()
+        .id
+}
+
+const ALL: PageRequest = PageRequest { after: None, limit: None };
+
+async fn warehouse_names_are_unique(db: TestDatabase) {
+    let store = &db.store;
+    let name = WarehouseName::parse("lake").unwrap();
+    let root = StorageRoot::parse("file:///tmp/lake").unwrap();
+    let created = store.create_warehouse(&name, &root).await.unwrap();
+    let err = store.create_warehouse(&name, &root).await.unwrap_err();
+    assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
+    assert_eq!(store.warehouse_by_name(&name).await.unwrap().unwrap(), created);
+    assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), created);
+    assert_eq!(store.list_warehouses().await.unwrap(), vec![created]);
+}
+
+async fn ensure_warehouse_creates_once_and_keeps_the_first_root(db: TestDatabase) {
+    let store = &db.store;
+    let name = WarehouseName::parse("default").unwrap();
+    let first = store.ensure_warehouse(&name, &StorageRoot::parse("file:///a").unwrap()).await.unwrap();
+    let second = store.ensure_warehouse(&name, &StorageRoot::parse("file:///b").unwrap()).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(second.storage_root.as_str(), "file:///a");
+}
+
+async fn deleting_a_warehouse_is_refused_while_it_holds_namespaces(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w1").await;
+    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    let name = WarehouseName::parse("w1").unwrap();
+    let err = store.delete_warehouse(&name).await.unwrap_err();
+    assert!(matches!(err, CatalogError::WarehouseNotEmpty(_)), "{err:?}");
+    store.drop_namespace(&wh, &ns("a")).await.unwrap();
+    store.delete_warehouse(&name).await.unwrap();
+    assert!(store.warehouse_by_name(&name).await.unwrap().is_none());
+    let err = store.delete_warehouse(&name).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Warehouse, .. }), "{err:?}");
+}
+
+async fn a_namespace_keeps_its_properties(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    let p = props(&[("owner", "data-eng"), ("location", "file:///x"), ("empty", "")]);
+    store.create_namespace(&wh, &ns("sales"), &p).await.unwrap();
+    assert_eq!(store.load_namespace(&wh, &ns("sales")).await.unwrap(), Some(p));
+    store.create_namespace(&wh, &ns("bare"), &Properties::new()).await.unwrap();
+    assert_eq!(store.load_namespace(&wh, &ns("bare")).await.unwrap(), Some(Properties::new()));
+    assert_eq!(store.load_namespace(&wh, &ns("nope")).await.unwrap(), None);
+    assert!(store.namespace_exists(&wh, &ns("sales")).await.unwrap());
+    assert!(!store.namespace_exists(&wh, &ns("nope")).await.unwrap());
+}
+
+async fn creating_an_existing_namespace_conflicts(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("a"), &props(&[("k", "1")])).await.unwrap();
+    let err = store.create_namespace(&wh, &ns("a"), &props(&[("k", "2")])).await.unwrap_err();
+    assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
+    // The failed attempt changed nothing.
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(props(&[("k", "1")])));
+}
+
+async fn a_child_namespace_needs_an_existing_parent(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    let err = store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
+    assert!(!store.namespace_exists(&wh, &ns("a.b")).await.unwrap());
+    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap();
+    store.create_namespace(&wh, &ns("a.b.c"), &Properties::new()).await.unwrap();
+    assert!(store.namespace_exists(&wh, &ns("a.b.c")).await.unwrap());
+}
+
+async fn a_namespace_with_children_cannot_be_dropped(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("a"), &props(&[("k", "v")])).await.unwrap();
+    store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap();
+    let err = store.drop_namespace(&wh, &ns("a")).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(props(&[("k", "v")])));
+    store.drop_namespace(&wh, &ns("a.b")).await.unwrap();
+    store.drop_namespace(&wh, &ns("a")).await.unwrap();
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), None);
+    let err = store.drop_namespace(&wh, &ns("a")).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
+    // Re-creating a dropped namespace starts with no properties.
+    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(Properties::new()));
+}
+
+async fn listings_return_direct_children_in_byte_order(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    for path in ["b", "a", "B", "a.z", "a.y", "a.y.deep", "ab", "é"] {
+        store.create_namespace(&wh, &ns(path), &Properties::new()).await.unwrap();
+    }
+    let top = store.list_namespaces(&wh, None, &ALL).await.unwrap();
+    assert_eq!(top.items, vec![ns("B"), ns("a"), ns("ab"), ns("b"), ns("é")]);
+    assert_eq!(top.next_after, None);
+    let children = store.list_namespaces(&wh, Some(&ns("a")), &ALL).await.unwrap();
+    assert_eq!(children.items, vec![ns("a.y"), ns("a.z")]);
+    let none = store.list_namespaces(&wh, Some(&ns("a.z")), &ALL).await.unwrap();
+    assert!(none.items.is_empty());
+    let err = store.list_namespaces(&wh, Some(&ns("missing")), &ALL).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
+}
+
+async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    let names: BTreeSet<String> = (0..23).map(|i| format!("ns{i:02}")).collect();
+    for n in &names {
+        store.create_namespace(&wh, &ns(n), &Properties::new()).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    let mut pages = 0;
+    loop {
+        let page = store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }).await.unwrap();
+        assert!(page.items.len() <= 5);
+        seen.extend(page.items.iter().map(|n| n.encoded()));
+        pages += 1;
+        if pages == 2 {
+            // A namespace created behind the cursor does not disturb the rest of the walk.
+            store.create_namespace(&wh, &ns("ns00a"), &Properties::new()).await.unwrap();
+        }
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 5);
+    assert_eq!(seen, names.into_iter().collect::<Vec<_>>());
+}
+
+async fn the_last_full_page_has_no_next_token(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    for n in ["a", "b", "c", "d"] {
+        store.create_namespace(&wh, &ns(n), &Properties::new()).await.unwrap();
+    }
+    let first = store.list_namespaces(&wh, None, &PageRequest { after: None, limit: Some(2) }).await.unwrap();
+    assert_eq!(first.next_after.as_deref(), Some("b"));
+    let last = store.list_namespaces(&wh, None, &PageRequest { after: first.next_after, limit: Some(2) }).await.unwrap();
+    assert_eq!(last.items, vec![ns("c"), ns("d")]);
+    assert_eq!(last.next_after, None);
+}
+
+async fn namespaces_are_isolated_per_warehouse(db: TestDatabase) {
+    let store = &db.store;
+    let w1 = warehouse(store, "w1").await;
+    let w2 = warehouse(store, "w2").await;
+    store.create_namespace(&w1, &ns("shared"), &props(&[("w", "1")])).await.unwrap();
+    store.create_namespace(&w2, &ns("shared"), &props(&[("w", "2")])).await.unwrap();
+    store.create_namespace(&w2, &ns("only2"), &Properties::new()).await.unwrap();
+    assert_eq!(store.list_namespaces(&w1, None, &ALL).await.unwrap().items, vec![ns("shared")]);
+    assert_eq!(store.load_namespace(&w2, &ns("shared")).await.unwrap(), Some(props(&[("w", "2")])));
+    assert!(!store.namespace_exists(&w1, &ns("only2")).await.unwrap());
+}
+
+async fn property_updates_report_updated_removed_and_missing(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("a"), &props(&[("keep", "1"), ("drop", "2"), ("change", "3")])).await.unwrap();
+    let change = store
+        .update_namespace_properties(
+            &wh,
+            &ns("a"),
+            &props(&[("change", "33"), ("new", "4")]),
+            &["drop".to_string(), "ghost".to_string()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        change,
+        PropertiesChange {
+            updated: vec!["change".into(), "new".into()],
+            removed: vec!["drop".into()],
+            missing: vec!["ghost".into()],
+        }
+    );
+    assert_eq!(
+        store.load_namespace(&wh, &ns("a")).await.unwrap(),
+        Some(props(&[("keep", "1"), ("change", "33"), ("new", "4")]))
+    );
+    let err = store.update_namespace_properties(&wh, &ns("missing"), &Properties::new(), &[]).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
+}
+
+async fn many_properties_are_written_in_chunks(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    let many: Properties = (0..1203).map(|i| (format!("k{i:04}"), format!("v{i}"))).collect();
+    store.create_namespace(&wh, &ns("a"), &many).await.unwrap();
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 1203);
+    let removals: Vec<String> = many.keys().take(700).cloned().collect();
+    let change = store.update_namespace_properties(&wh, &ns("a"), &Properties::new(), &removals).await.unwrap();
+    assert_eq!(change.removed.len(), 700);
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 503);
+}
+
+async fn concurrent_creates_of_one_namespace_have_exactly_one_winner(db: TestDatabase) {
+    let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
+    let wh = warehouse(store.as_ref(), "w").await;
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let (store, wh) = (store.clone(), wh.clone());
+            tokio::spawn(async move { store.create_namespace(&wh, &ns("race"), &props(&[("by", &i.to_string())])).await })
+        })
+        .collect();
+    let mut wins = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(()) => wins += 1,
+            Err(CatalogError::AlreadyExists(_)) => {}
+            Err(other) => panic!("unexpected error: {other:?}"),
+        }
+    }
+    assert_eq!(wins, 1);
+    assert_eq!(store.load_namespace(&wh, &ns("race")).await.unwrap().unwrap().len(), 1);
+}
+
+async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
+    let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
+    let wh = warehouse(store.as_ref(), "w").await;
+    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let (store, wh) = (store.clone(), wh.clone());
+            tokio::spawn(async move {
+                store.update_namespace_properties(&wh, &ns("a"), &props(&[(&format!("k{i}"), "v")]), &[]).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 16);
+}
+
+async fn migrations_are_idempotent(db: TestDatabase) {
+    db.store.migrate().await.unwrap();
+    db.store.migrate().await.unwrap();
+    db.store.ping().await.unwrap();
+}
+
+macro_rules! store_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::TestDatabase::new(super::TestBackend::Sqlite).await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::TestDatabase::new(super::TestBackend::Postgres).await).await
+                }
+            )*
+        }
+    };
+}
+
+store_tests!(
+    warehouse_names_are_unique,
+    ensure_warehouse_creates_once_and_keeps_the_first_root,
+    deleting_a_warehouse_is_refused_while_it_holds_namespaces,
+    a_namespace_keeps_its_properties,
+    creating_an_existing_namespace_conflicts,
+    a_child_namespace_needs_an_existing_parent,
+    a_namespace_with_children_cannot_be_dropped,
+    listings_return_direct_children_in_byte_order,
+    pagination_visits_every_namespace_exactly_once,
+    the_last_full_page_has_no_next_token,
+    namespaces_are_isolated_per_warehouse,
+    property_updates_report_updated_removed_and_missing,
+    many_properties_are_written_in_chunks,
+    concurrent_creates_of_one_namespace_have_exactly_one_winner,
+    concurrent_updates_of_different_keys_are_all_kept,
+    migrations_are_idempotent,
+);
+
+/// Replicas starting together against an empty PostgreSQL database must not race: every one
+/// of them finishes, and the schema is applied exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_migrating_a_fresh_postgres_database_at_once_all_succeed() {
+    let db = TestDatabase::unmigrated(TestBackend::Postgres).await;
+    let replicas: Vec<_> = (0..4)
+        .map(|_| {
+            let options = icegate_store::StoreOptions {
+                url: db.url.clone(),
+                max_connections: 2,
+                acquire_timeout: std::time::Duration::from_secs(30),
+            };
+            tokio::spawn(async move {
+                let store = icegate_store::SqlStore::connect_lazy(&options).unwrap();
+                let result = store.migrate().await;
+                store.close().await;
+                result
+            })
+        })
+        .collect();
+    for replica in replicas {
+        replica.await.unwrap().expect("every replica's migration succeeds");
+    }
+    let wh = warehouse(&db.store, "after-race").await;
+    assert!(!wh.is_empty());
+}
