@@ -1,1 +1,77 @@
-//! stub
+//! icegate's HTTP surface: the Iceberg REST catalog (`/v1`), the management API
+//! (`/management/v1`), operational endpoints, the error format and the OpenAPI documents.
+//!
+//! Routes and their OpenAPI operations are registered together (`utoipa_axum::routes!`), and the
+//! `endpoints` list of `/v1/config` is read off the same document, so what is served, what is
+//! documented and what is advertised cannot drift apart.
+
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod models;
+pub mod openapi;
+pub mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{HeaderName, StatusCode};
+use icegate_catalog::Catalog;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+
+pub use metrics::Metrics;
+
+/// The header that carries the request id, in both directions.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// Everything a handler needs: cheap to clone (a few `Arc`s).
+#[derive(Clone)]
+pub struct AppState {
+    pub catalog: Catalog,
+    pub metrics: Arc<Metrics>,
+    /// `"VERB /v1/{prefix}/..."` for every implemented catalog endpoint.
+    pub endpoints: Arc<Vec<String>>,
+}
+
+/// Limits applied to every request.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// A request still running after this answers 503 `ServiceUnavailableException`.
+    pub request_timeout: Duration,
+    /// Larger request bodies answer 413.
+    pub max_body_bytes: usize,
+}
+
+/// The complete application: every route, with request ids, tracing, metrics, limits and the
+/// Iceberg error format applied to all of them.
+pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
+    let (router, documents) = openapi::routes();
+    let state = AppState { catalog, metrics: metrics.clone(), endpoints: Arc::new(documents.endpoints()) };
+    let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    let trace = TraceLayer::new_for_http()
+        .make_span_with(|request: &Request| {
+            let request_id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
+            tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id)
+        })
+        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
+    // Each `layer` call wraps everything before it, so the first is innermost: limits apply
+    // closest to the handlers, the Iceberg error rewrite sees every response last.
+    router
+        .fallback(error::no_such_route)
+        .with_state(state)
+        // The tower-http limit also covers bodies without a Content-Length; axum's own default
+        // (2 MiB) would otherwise apply a second, different limit.
+        .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
+        .layer(DefaultBodyLimit::disable())
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
+        .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
+        .layer(trace)
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
+}

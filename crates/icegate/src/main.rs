@@ -1,1 +1,198 @@
-fn main() {}
+//! `icegate`: the Iceberg REST catalog server binary. Parses the command line and the
+//! configuration, wires the store, the catalog service and the HTTP app together, and runs them.
+
+mod config;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use icegate_api::{HttpOptions, Metrics};
+use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
+use icegate_store::{SqlStore, StoreOptions};
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{Config, LogFormat, Overrides};
+
+#[derive(Parser)]
+#[command(name = "icegate", version, about = "An Apache Iceberg REST catalog server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the catalog. With no configuration: SQLite under ./icegate-data, a warehouse named
+    /// `default`, listening on 127.0.0.1:8181.
+    Serve(Overrides),
+    /// Apply pending database migrations and exit.
+    Migrate(Overrides),
+    /// Write the generated OpenAPI documents (Iceberg REST surface and management API).
+    Openapi {
+        /// Directory to write `iceberg-rest.yaml` and `management.yaml` into.
+        #[arg(long, default_value = "openapi")]
+        out: std::path::PathBuf,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Serve(overrides) => serve(config::load(&overrides)?).await,
+            Command::Migrate(overrides) => migrate(config::load(&overrides)?).await,
+            Command::Openapi { out } => write_openapi(&out),
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("icegate: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(config: &Config) -> anyhow::Result<()> {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(value) if !value.is_empty() => EnvFilter::try_new(value).context("invalid RUST_LOG")?,
+        _ => EnvFilter::try_new(&config.log.level).context("invalid configuration: log.level")?,
+    };
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    match config.log.format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).init(),
+    }
+    Ok(())
+}
+
+async fn open_store(config: &Config) -> anyhow::Result<SqlStore> {
+    let url = config.database_url();
+    if let Some(dir) = url.starts_with("sqlite://").then(|| config::sqlite_parent(&url)).flatten() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    SqlStore::connect_lazy(&StoreOptions {
+        url,
+        max_connections: config.database.max_connections,
+        acquire_timeout: config.database.acquire_timeout,
+    })
+}
+
+async fn migrate(config: Config) -> anyhow::Result<()> {
+    init_logging(&config)?;
+    let store = open_store(&config).await?;
+    store.migrate().await?;
+    println!("icegate: migrations applied ({})", store.backend());
+    store.close().await;
+    Ok(())
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    init_logging(&config)?;
+    let store = open_store(&config).await?;
+    if config.database.run_migrations {
+        store.migrate().await?;
+    }
+    let default_warehouse = config.catalog.default_warehouse.as_deref().map(WarehouseName::parse).transpose()?;
+    if let (Some(name), true) = (&default_warehouse, config.catalog.create_default_warehouse) {
+        let root = StorageRoot::parse(&config.default_warehouse_root())?;
+        if let Some(dir) = root.local_path() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating warehouse directory {dir}"))?;
+        }
+        store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
+    }
+    let store: Arc<dyn CatalogStore> = Arc::new(store);
+    let catalog = Catalog::new(store.clone(), default_warehouse.clone());
+    let app = icegate_api::app(
+        catalog,
+        Metrics::new(),
+        &HttpOptions { request_timeout: config.server.request_timeout, max_body_bytes: config.server.max_body_bytes },
+    );
+
+    let listener = TcpListener::bind(config.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.server.listen))?;
+    let address = listener.local_addr()?;
+    print_banner(&config, address, store.backend(), default_warehouse.as_ref());
+    tracing::info!(%address, store = store.backend(), "icegate is serving");
+
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: finishing in-flight requests");
+        let _ = stopping_tx.send(());
+    });
+    let deadline = async move {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(config.server.shutdown_timeout).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = server => result.context("HTTP server failed")?,
+        () = deadline => tracing::warn!("shutdown timeout reached; dropping remaining connections"),
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}
+
+fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, warehouse: Option<&WarehouseName>) {
+    let url = format!("http://{address}");
+    let store = if config.uses_embedded_database() {
+        format!("{backend} ({})", config.sqlite_path().display())
+    } else {
+        backend.to_owned()
+    };
+    println!("icegate {} is serving the Iceberg REST catalog at {url}", env!("CARGO_PKG_VERSION"));
+    println!("  metadata store: {store}");
+    if let Some(name) = warehouse {
+        println!("  default warehouse: {name} ({})", config.default_warehouse_root());
+        println!();
+        println!("Connect with PyIceberg:");
+        println!();
+        println!("    from pyiceberg.catalog import load_catalog");
+        println!("    catalog = load_catalog(\"icegate\", type=\"rest\", uri=\"{url}\", warehouse=\"{name}\")");
+        println!("    catalog.create_namespace(\"demo\")");
+        println!();
+    }
+    // Let the banner reach a pipe before the first log line.
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+}
+
+fn write_openapi(out: &std::path::Path) -> anyhow::Result<()> {
+    let documents = icegate_api::openapi::documents();
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (file, text) in [("iceberg-rest.yaml", documents.iceberg_rest_yaml()), ("management.yaml", documents.management_yaml())] {
+        let path = out.join(file);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}

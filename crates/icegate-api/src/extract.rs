@@ -1,0 +1,91 @@
+//! Extractors that reject in the Iceberg error format instead of axum's plain text.
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// `axum::Json`, but a malformed body, a missing field or a wrong type is a 400
+/// `BadRequestException` (the spec's answer), a missing JSON content type a 415 and an oversized
+/// body a 413, each with an Iceberg error body.
+pub struct Json<T>(pub T);
+
+impl<S, T> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(Self(value)),
+            Err(rejection) => Err(json_rejection(rejection)),
+        }
+    }
+}
+
+impl<T: serde::Serialize> axum::response::IntoResponse for Json<T> {
+    fn into_response(self) -> axum::response::Response {
+        axum::Json(self.0).into_response()
+    }
+}
+
+fn json_rejection(rejection: JsonRejection) -> ApiError {
+    match rejection {
+        JsonRejection::JsonDataError(e) => ApiError::bad_request(format!("Invalid request body: {}", e.body_text())),
+        JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!("Malformed JSON: {}", e.body_text())),
+        JsonRejection::MissingJsonContentType(_) => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaTypeException",
+            "Expected request with `Content-Type: application/json`",
+        ),
+        other => {
+            let status = other.status();
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(status, "RequestEntityTooLargeException", "Request body is larger than the configured limit")
+            } else {
+                ApiError::new(status, "BadRequestException", other.body_text())
+            }
+        }
+    }
+}
+
+/// `axum::extract::Query` with a 400 `BadRequestException` for unparsable parameters.
+pub struct Query<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Query<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| Self(q.0))
+            .map_err(|e: QueryRejection| ApiError::bad_request(format!("Invalid query parameters: {}", e.body_text())))
+    }
+}
+
+/// `axum::extract::Path` with a 400 `BadRequestException` for undecodable segments.
+pub struct Path<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for Path<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| Self(p.0))
+            .map_err(|e: PathRejection| ApiError::bad_request(format!("Invalid path: {}", e.body_text())))
+    }
+}

@@ -1,0 +1,102 @@
+//! Prometheus metrics: request counts and latency by route and status, and connection pool
+//! gauges read at scrape time. One registry per server instance (no process-wide globals), so
+//! tests can run many servers in one process.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use icegate_catalog::CatalogStore;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    /// The route template (`/v1/{prefix}/namespaces`), never the raw path: bounded cardinality.
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PoolLabels {
+    state: &'static str,
+}
+
+type HistogramFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: HistogramFamily,
+    pool_connections: Family<PoolLabels, Gauge>,
+    pool_max: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms .. ~16 s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+impl Metrics {
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("icegate");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        let pool_connections = Family::<PoolLabels, Gauge>::default();
+        let pool_max = Gauge::default();
+        registry.register("http_requests", "HTTP requests handled", requests.clone());
+        registry.register("http_request_duration_seconds", "HTTP request latency", latency.clone());
+        registry.register("db_pool_connections", "Metadata store connections by state", pool_connections.clone());
+        registry.register("db_pool_max_connections", "Metadata store connection limit", pool_max.clone());
+        Arc::new(Self { registry, requests, latency, pool_connections, pool_max })
+    }
+
+    fn record(&self, method: &str, route: &str, status: StatusCode, seconds: f64) {
+        let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status: status.as_u16() };
+        self.requests.get_or_create(&labels).inc();
+        self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    /// The text exposition, with pool gauges refreshed from `store`.
+    pub fn render(&self, store: &dyn CatalogStore) -> String {
+        let stats = store.pool_stats();
+        let in_use = stats.size.saturating_sub(stats.idle);
+        self.pool_connections.get_or_create(&PoolLabels { state: "idle" }).set(i64::from(stats.idle));
+        self.pool_connections.get_or_create(&PoolLabels { state: "in_use" }).set(i64::from(in_use));
+        self.pool_max.set(i64::from(stats.max));
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Middleware: counts and times every request under its route template.
+pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    metrics.record(&method, &route, response.status(), started.elapsed().as_secs_f64());
+    response
+}
+
+/// `GET /metrics` response with the OpenMetrics content type.
+pub fn exposition(body: String) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}

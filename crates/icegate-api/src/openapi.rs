@@ -1,0 +1,129 @@
+//! The two OpenAPI documents icegate serves and commits to `openapi/`: the Iceberg REST surface
+//! it implements, and the management API (plus the operational endpoints).
+
+use axum::Router;
+use utoipa::OpenApi;
+use utoipa::openapi::OpenApi as Document;
+use utoipa::openapi::path::HttpMethod;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::AppState;
+use crate::routes::{config, namespaces, ops, warehouses};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "icegate: Apache Iceberg REST Catalog API",
+        description = "The subset of the Iceberg REST catalog specification (1.11) that icegate implements. \
+                       Generated from icegate's code; `GET /v1/config` lists the same endpoints.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(crate::error::IcebergErrorResponse, crate::error::ErrorModel)),
+    tags(
+        (name = "Configuration API", description = "Catalog configuration for clients"),
+        (name = "Catalog API", description = "Namespaces, tables and views"),
+    )
+)]
+struct IcebergRestDoc;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "icegate management API",
+        description = "Administration of icegate: warehouses (and, as they land, principals, roles and grants), \
+                       plus the operational endpoints. Errors use the Iceberg error body.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    components(schemas(crate::error::IcebergErrorResponse, crate::error::ErrorModel)),
+    tags(
+        (name = "Warehouses", description = "Storage roots that hold namespaces, tables and views"),
+        (name = "Operations", description = "Health, readiness and metrics"),
+    )
+)]
+struct ManagementDoc;
+
+/// The generated documents.
+pub struct Documents {
+    pub iceberg_rest: Document,
+    pub management: Document,
+}
+
+impl Documents {
+    /// `"VERB /v1/{prefix}/..."` for every catalog operation, in document order: the
+    /// `endpoints` list of `/v1/config`.
+    pub fn endpoints(&self) -> Vec<String> {
+        let mut endpoints = Vec::new();
+        for (path, item) in self.iceberg_rest.paths.paths.iter() {
+            if !path.starts_with("/v1/{prefix}/") {
+                continue;
+            }
+            for (method, operation) in operations(item) {
+                if operation.is_some() {
+                    endpoints.push(format!("{method} {path}"));
+                }
+            }
+        }
+        endpoints
+    }
+
+    pub fn iceberg_rest_yaml(&self) -> String {
+        self.iceberg_rest.to_yaml().expect("the Iceberg REST document serialises")
+    }
+
+    pub fn management_yaml(&self) -> String {
+        self.management.to_yaml().expect("the management document serialises")
+    }
+}
+
+/// The operations of one path item with their HTTP verbs.
+pub fn operations(item: &utoipa::openapi::PathItem) -> [(&'static str, Option<&utoipa::openapi::path::Operation>); 8] {
+    [
+        ("GET", item.get.as_ref()),
+        ("HEAD", item.head.as_ref()),
+        ("POST", item.post.as_ref()),
+        ("PUT", item.put.as_ref()),
+        ("PATCH", item.patch.as_ref()),
+        ("DELETE", item.delete.as_ref()),
+        ("OPTIONS", item.options.as_ref()),
+        ("TRACE", item.trace.as_ref()),
+    ]
+}
+
+#[allow(dead_code)]
+fn _method_names_are_exhaustive(m: HttpMethod) {
+    // Keeps `operations` honest: a new HttpMethod variant fails to compile here.
+    match m {
+        HttpMethod::Get
+        | HttpMethod::Head
+        | HttpMethod::Post
+        | HttpMethod::Put
+        | HttpMethod::Patch
+        | HttpMethod::Delete
+        | HttpMethod::Options
+        | HttpMethod::Trace => {}
+    }
+}
+
+/// Every route, registered together with its OpenAPI operation.
+pub fn routes() -> (Router<AppState>, Documents) {
+    let (iceberg_router, iceberg_rest) = OpenApiRouter::with_openapi(IcebergRestDoc::openapi())
+        .routes(routes!(config::get_config))
+        .routes(routes!(namespaces::list_namespaces, namespaces::create_namespace))
+        .routes(routes!(namespaces::load_namespace, namespaces::namespace_exists, namespaces::drop_namespace))
+        .routes(routes!(namespaces::update_properties))
+        .split_for_parts();
+    let (management_router, management) = OpenApiRouter::with_openapi(ManagementDoc::openapi())
+        .routes(routes!(warehouses::create_warehouse, warehouses::list_warehouses))
+        .routes(routes!(warehouses::get_warehouse, warehouses::delete_warehouse))
+        .routes(routes!(ops::health))
+        .routes(routes!(ops::ready))
+        .routes(routes!(ops::metrics))
+        .split_for_parts();
+    (iceberg_router.merge(management_router), Documents { iceberg_rest, management })
+}
+
+/// The documents alone (for `icegate openapi` and the tests).
+pub fn documents() -> Documents {
+    routes().1
+}

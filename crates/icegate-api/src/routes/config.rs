@@ -1,0 +1,36 @@
+//! `GET /v1/config`: what a client needs to talk to one warehouse.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+
+use crate::AppState;
+use crate::error::{ApiError, IcebergErrorResponse};
+use crate::extract::{Json, Query};
+use crate::models::{CatalogConfig, ConfigQuery};
+
+/// List all catalog configuration settings
+///
+/// Resolves the warehouse (by name, or the configured default) to its opaque `prefix` and lists
+/// every endpoint this server implements.
+#[utoipa::path(
+    get,
+    path = "/v1/config",
+    tag = "Configuration API",
+    operation_id = "getConfig",
+    params(ConfigQuery),
+    responses(
+        (status = 200, description = "Server specified configuration values.", body = CatalogConfig),
+        (status = 400, description = "No warehouse given and no default configured", body = IcebergErrorResponse),
+        (status = 404, description = "Warehouse not found", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn get_config(
+    State(state): State<AppState>,
+    Query(query): Query<ConfigQuery>,
+) -> Result<Json<CatalogConfig>, ApiError> {
+    let warehouse = state.catalog.config_warehouse(query.warehouse.as_deref()).await?;
+    let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id)]);
+    Ok(Json(CatalogConfig { overrides, defaults: BTreeMap::new(), endpoints: state.endpoints.as_ref().clone() }))
+}

@@ -1,0 +1,7 @@
+//! HTTP handlers, one module per resource. Handlers stay thin: extract, call one catalog
+//! service function, shape the response.
+
+pub mod config;
+pub mod namespaces;
+pub mod ops;
+pub mod warehouses;

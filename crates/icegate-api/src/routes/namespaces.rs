@@ -1,0 +1,173 @@
+//! Namespace operations of the Iceberg REST catalog.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+
+use crate::AppState;
+use crate::error::{ApiError, IcebergErrorResponse};
+use crate::extract::{Json, Path, Query};
+use crate::models::{
+    CreateNamespaceRequest, CreateNamespaceResponse, GetNamespaceResponse, ListNamespacesQuery, ListNamespacesResponse,
+    Namespace, PageToken, UpdateNamespacePropertiesRequest, UpdateNamespacePropertiesResponse,
+};
+
+/// List namespaces, optionally providing a parent namespace to list underneath
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces",
+    tag = "Catalog API",
+    operation_id = "listNamespaces",
+    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config"), ListNamespacesQuery),
+    responses(
+        (status = 200, description = "A list of namespaces", body = ListNamespacesResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The parent namespace or the warehouse does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn list_namespaces(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    Query(query): Query<ListNamespacesQuery>,
+) -> Result<Json<ListNamespacesResponse>, ApiError> {
+    let listing = state
+        .catalog
+        .list_namespaces(&prefix, query.parent.as_deref(), query.page_token.as_deref(), query.page_size)
+        .await?;
+    Ok(Json(ListNamespacesResponse {
+        next_page_token: listing.next_page_token.map(PageToken),
+        namespaces: listing.items.into_iter().map(|ns| Namespace(ns.levels().to_vec())).collect(),
+    }))
+}
+
+/// Create a namespace
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces",
+    tag = "Catalog API",
+    operation_id = "createNamespace",
+    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    request_body = CreateNamespaceRequest,
+    responses(
+        (status = 200, description = "Represents a successful call to create a namespace", body = CreateNamespaceResponse),
+        (status = 400, description = "Bad request, such as an invalid name", body = IcebergErrorResponse),
+        (status = 404, description = "The parent namespace or the warehouse does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "The namespace already exists", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn create_namespace(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    Json(request): Json<CreateNamespaceRequest>,
+) -> Result<Json<CreateNamespaceResponse>, ApiError> {
+    let (namespace, properties) = state.catalog.create_namespace(&prefix, request.namespace.0, request.properties).await?;
+    Ok(Json(CreateNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
+}
+
+/// Load the metadata properties for a namespace
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}",
+    tag = "Catalog API",
+    operation_id = "loadNamespaceMetadata",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    responses(
+        (status = 200, description = "The namespace and its properties", body = GetNamespaceResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "Namespace not found", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn load_namespace(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+) -> Result<Json<GetNamespaceResponse>, ApiError> {
+    let (namespace, properties) = state.catalog.load_namespace(&prefix, &namespace).await?;
+    Ok(Json(GetNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
+}
+
+/// Check if a namespace exists
+#[utoipa::path(
+    head,
+    path = "/v1/{prefix}/namespaces/{namespace}",
+    tag = "Catalog API",
+    operation_id = "namespaceExists",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "Namespace not found", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn namespace_exists(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.namespace_exists(&prefix, &namespace).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Drop a namespace from the catalog. Namespace must be empty.
+#[utoipa::path(
+    delete,
+    path = "/v1/{prefix}/namespaces/{namespace}",
+    tag = "Catalog API",
+    operation_id = "dropNamespace",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "Namespace to delete does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "Namespace to delete is not empty", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn drop_namespace(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.drop_namespace(&prefix, &namespace).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Set or remove properties on a namespace
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/properties",
+    tag = "Catalog API",
+    operation_id = "updateProperties",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    request_body = UpdateNamespacePropertiesRequest,
+    responses(
+        (status = 200, description = "What was updated, removed and missing", body = UpdateNamespacePropertiesResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "Namespace not found", body = IcebergErrorResponse),
+        (status = 422, description = "A property key was included in both removals and updates", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn update_properties(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Json(request): Json<UpdateNamespacePropertiesRequest>,
+) -> Result<Json<UpdateNamespacePropertiesResponse>, ApiError> {
+    let change = state
+        .catalog
+        .update_namespace_properties(&prefix, &namespace, request.updates, request.removals)
+        .await?;
+    Ok(Json(UpdateNamespacePropertiesResponse { updated: change.updated, removed: change.removed, missing: change.missing }))
+}

@@ -1,0 +1,331 @@
+//! Configuration: built-in defaults < TOML file (`--config`) < environment
+//! (`ICEGATE__SECTION__KEY`) < command-line flags. Unknown keys and bad values stop start-up
+//! with a message naming the key and where it came from. Every key is documented in
+//! `docs/configuration.md`; keep the two in step.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Where the embedded default keeps its SQLite database and warehouse files.
+    pub data_dir: PathBuf,
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub catalog: CatalogConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    #[serde(with = "humantime_serde")]
+    pub request_timeout: Duration,
+    pub max_body_bytes: usize,
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `postgres://...` or `sqlite://...`; unset means SQLite at `<data_dir>/catalog.db`.
+    pub url: Option<String>,
+    pub max_connections: u32,
+    #[serde(with = "humantime_serde")]
+    pub acquire_timeout: Duration,
+    pub run_migrations: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogConfig {
+    /// The warehouse `/v1/config` answers for when the client names none.
+    pub default_warehouse: Option<String>,
+    /// Create `default_warehouse` at start-up when it does not exist.
+    pub create_default_warehouse: bool,
+    /// Storage root for that warehouse; unset means `file://<data_dir>/warehouse`.
+    pub default_warehouse_root: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `icegate=debug,sqlx=warn`; `RUST_LOG` wins over it.
+    pub level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            data_dir: PathBuf::from("./icegate-data"),
+            server: ServerConfig::default(),
+            database: DatabaseConfig::default(),
+            catalog: CatalogConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8181)),
+            request_timeout: Duration::from_secs(30),
+            max_body_bytes: 16 * 1024 * 1024,
+            shutdown_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self { url: None, max_connections: 16, acquire_timeout: Duration::from_secs(5), run_migrations: true }
+    }
+}
+
+impl Default for CatalogConfig {
+    fn default() -> Self {
+        Self { default_warehouse: Some("default".into()), create_default_warehouse: true, default_warehouse_root: None }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self { format: LogFormat::Text, level: "info".into() }
+    }
+}
+
+/// Values given on the command line; each one set overrides every other source.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct Overrides {
+    /// TOML configuration file.
+    #[arg(long, env = "ICEGATE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory of the embedded default's database and warehouse (`data_dir`).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address to listen on (`server.listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// `postgres://...` or `sqlite://...` (`database.url`).
+    #[arg(long, value_name = "URL")]
+    pub database_url: Option<String>,
+    /// Do not apply migrations at start-up (`database.run_migrations = false`).
+    #[arg(long)]
+    pub no_migrate: bool,
+    /// `text` or `json` (`log.format`).
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+}
+
+/// Loads the configuration from every source, in order of precedence.
+pub fn load(overrides: &Overrides) -> anyhow::Result<Config> {
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(path) = &overrides.config {
+        if !path.is_file() {
+            bail!("configuration file {} does not exist", path.display());
+        }
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    figment = figment.merge(Env::prefixed("ICEGATE__").split("__"));
+    if let Some(dir) = &overrides.data_dir {
+        figment = figment.merge(("data_dir", dir));
+    }
+    if let Some(listen) = overrides.listen {
+        figment = figment.merge(("server.listen", listen.to_string()));
+    }
+    if let Some(url) = &overrides.database_url {
+        figment = figment.merge(("database.url", url));
+    }
+    if overrides.no_migrate {
+        figment = figment.merge(("database.run_migrations", false));
+    }
+    if let Some(format) = &overrides.log_format {
+        figment = figment.merge(("log.format", format));
+    }
+    let mut config: Config = figment.extract().map_err(describe)?;
+    config.data_dir = std::path::absolute(&config.data_dir).context("resolving data_dir")?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// Figment's errors name the key and its source; put each on its own line.
+fn describe(errors: figment::Error) -> anyhow::Error {
+    let lines: Vec<String> = errors.into_iter().map(|e| format!("  - {e}")).collect();
+    anyhow::anyhow!("invalid configuration:\n{}", lines.join("\n"))
+}
+
+impl Config {
+    fn validate(&self) -> anyhow::Result<()> {
+        if self.database.max_connections == 0 {
+            bail!("invalid configuration: database.max_connections must be at least 1");
+        }
+        if self.server.max_body_bytes < 1024 {
+            bail!("invalid configuration: server.max_body_bytes must be at least 1024");
+        }
+        if self.server.request_timeout.is_zero() {
+            bail!("invalid configuration: server.request_timeout must be positive");
+        }
+        if let Some(url) = &self.database.url {
+            icegate_store::Backend::from_url(url).context("invalid configuration: database.url")?;
+        }
+        if let Some(name) = &self.catalog.default_warehouse {
+            icegate_catalog::WarehouseName::parse(name)
+                .map_err(|e| anyhow::anyhow!("invalid configuration: catalog.default_warehouse: {e}"))?;
+        }
+        if let Some(root) = &self.catalog.default_warehouse_root {
+            icegate_catalog::StorageRoot::parse(root)
+                .map_err(|e| anyhow::anyhow!("invalid configuration: catalog.default_warehouse_root: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The database URL in effect: the configured one, or the embedded SQLite file.
+    pub fn database_url(&self) -> String {
+        match &self.database.url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", self.sqlite_path().display()),
+        }
+    }
+
+    /// The embedded default's SQLite file.
+    pub fn sqlite_path(&self) -> PathBuf {
+        self.data_dir.join("catalog.db")
+    }
+
+    /// The default warehouse's storage root in effect.
+    pub fn default_warehouse_root(&self) -> String {
+        self.catalog
+            .default_warehouse_root
+            .clone()
+            .unwrap_or_else(|| format!("file://{}", self.data_dir.join("warehouse").display()))
+    }
+
+    pub fn uses_embedded_database(&self) -> bool {
+        self.database.url.is_none()
+    }
+}
+
+/// The directory a `sqlite://` URL's file lives in, so it can be created before connecting.
+pub fn sqlite_parent(url: &str) -> Option<&Path> {
+    let path = url.strip_prefix("sqlite://")?.split('?').next()?;
+    Path::new(path).parent()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use figment::Jail;
+
+    fn overrides_with_file(path: &str) -> Overrides {
+        Overrides { config: Some(PathBuf::from(path)), ..Overrides::default() }
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_catalog_on_loopback() {
+        Jail::expect_with(|_jail| {
+            let config = load(&Overrides::default()).unwrap();
+            assert_eq!(config.server.listen.to_string(), "127.0.0.1:8181");
+            assert!(config.data_dir.is_absolute());
+            assert!(config.database_url().starts_with("sqlite://"));
+            assert!(config.database_url().ends_with("icegate-data/catalog.db?mode=rwc"));
+            assert!(config.default_warehouse_root().ends_with("icegate-data/warehouse"));
+            assert_eq!(config.catalog.default_warehouse.as_deref(), Some("default"));
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn file_then_environment_then_flags_take_precedence() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "icegate.toml",
+                r#"
+                [server]
+                listen = "0.0.0.0:9000"
+                request_timeout = "5s"
+                [database]
+                url = "postgres://file/db"
+                max_connections = 3
+                "#,
+            )?;
+            jail.set_env("ICEGATE__DATABASE__MAX_CONNECTIONS", "7");
+            jail.set_env("ICEGATE__SERVER__LISTEN", "127.0.0.1:9001");
+            let mut overrides = overrides_with_file("icegate.toml");
+            overrides.database_url = Some("postgres://flag/db".into());
+            let config = load(&overrides).unwrap();
+            assert_eq!(config.server.request_timeout, Duration::from_secs(5)); // file
+            assert_eq!(config.database.max_connections, 7); // env over file
+            assert_eq!(config.server.listen.to_string(), "127.0.0.1:9001"); // env over file
+            assert_eq!(config.database.url.as_deref(), Some("postgres://flag/db")); // flag over file
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_named_in_the_error() {
+        Jail::expect_with(|jail| {
+            jail.create_file("icegate.toml", "[server]\nlisten_addr = \"0.0.0.0:1\"\n")?;
+            let err = load(&overrides_with_file("icegate.toml")).unwrap_err().to_string();
+            assert!(err.contains("listen_addr"), "{err}");
+            assert!(err.contains("icegate.toml"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_unknown_environment_key_is_named_in_the_error() {
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__DATABASE__URLL", "postgres://x/y");
+            let err = load(&Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("urll"), "{err}");
+            assert!(err.contains("ICEGATE__DATABASE__URLL"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_bad_value_is_named_with_its_key() {
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__DATABASE__MAX_CONNECTIONS", "many");
+            let err = load(&Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("max_connections"), "{err}");
+            Ok(())
+        });
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__LOG__FORMAT", "xml");
+            let err = load(&Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("format"), "{err}");
+            Ok(())
+        });
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__DATABASE__URL", "mysql://x/y");
+            let err = load(&Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("database.url"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_missing_config_file_is_an_error() {
+        let err = load(&overrides_with_file("/nonexistent/icegate.toml")).unwrap_err().to_string();
+        assert!(err.contains("does not exist"), "{err}");
+    }
+}
