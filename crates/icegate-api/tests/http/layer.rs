@@ -1,0 +1,178 @@
+//! What every route shares: the error format for responses no handler produced, request ids,
+//! limits, timeouts, readiness and metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use icegate_api::HttpOptions;
+use icegate_catalog::store::{Page, PageRequest, PoolStats, PropertiesChange, Warehouse};
+use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
+use icegate_store::testing::TestBackend;
+use icegate_store::{SqlStore, StoreOptions};
+use reqwest::Method;
+use serde_json::json;
+
+use crate::common::{TestApp, assert_error, default_options};
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_get_iceberg_errors() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    assert_error(app.get("/v2/whatever").await, 404, "NotFoundException");
+    assert_error(app.get("/v1/{prefix}/namespaces/a/b/c/d").await, 404, "NotFoundException");
+    let response = app.client.put(app.url("/v1/{prefix}/namespaces")).send().await.unwrap();
+    assert_eq!(response.status(), 405);
+    assert!(response.headers().get("allow").is_some(), "the Allow header is kept");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "MethodNotAllowedException");
+    assert_error(app.call(Method::PATCH, "/management/v1/warehouses", None).await, 405, "MethodNotAllowedException");
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    let huge: Properties = (0..4000).map(|i| (format!("key{i}"), "v".repeat(20))).collect();
+    let body = json!({"namespace": ["big"], "properties": huge});
+    assert_error(app.post("/v1/{prefix}/namespaces", body).await, 413, "RequestEntityTooLargeException");
+    assert_eq!(app.head("/v1/{prefix}/namespaces/big").await, 404);
+}
+
+#[tokio::test]
+async fn every_response_carries_a_request_id_and_keeps_the_clients() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    let generated = app.client.get(app.url("/health")).send().await.unwrap();
+    let id = generated.headers().get("x-request-id").expect("x-request-id header").to_str().unwrap().to_owned();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
+    let echoed = app.client.get(app.url("/nope")).header("x-request-id", "client-chosen-42").send().await.unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "client-chosen-42");
+}
+
+#[tokio::test]
+async fn health_ready_and_metrics_answer() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    assert_eq!(app.get("/health").await, (reqwest::StatusCode::OK, json!({"status": "ok"})));
+    assert_eq!(app.get("/ready").await, (reqwest::StatusCode::OK, json!({"status": "ready"})));
+    app.create_namespace(&["m"]).await;
+    let _ = app.get("/v1/{prefix}/namespaces/missing").await;
+    let response = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/openmetrics-text"));
+    let text = response.text().await.unwrap();
+    for expected in [
+        r#"icegate_http_requests_total{method="POST",route="/v1/{prefix}/namespaces",status="200"} 1"#,
+        r#"icegate_http_requests_total{method="GET",route="/v1/{prefix}/namespaces/{namespace}",status="404"} 1"#,
+        r#"icegate_http_request_duration_seconds_count{method="POST",route="/v1/{prefix}/namespaces",status="200"} 1"#,
+        r#"icegate_db_pool_connections{state="idle"}"#,
+        r#"icegate_db_pool_max_connections 8"#,
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+}
+
+/// PostgreSQL that is not there: nothing listens on port 1.
+#[tokio::test]
+async fn an_unreachable_database_fails_fast_with_503() {
+    let store = SqlStore::connect_lazy(&StoreOptions {
+        url: "postgres://postgres@127.0.0.1:1/none".into(),
+        max_connections: 2,
+        acquire_timeout: Duration::from_millis(500),
+    })
+    .unwrap();
+    let app = TestApp::serve(Arc::new(store), Some(WarehouseName::parse("default").unwrap()), default_options()).await;
+    assert_eq!(app.get("/health").await.0, 200);
+    let started = std::time::Instant::now();
+    assert_error(app.get("/ready").await, 503, "ServiceUnavailableException");
+    assert_error(app.get("/v1/config").await, 503, "ServiceUnavailableException");
+    assert_error(app.get("/v1/some-prefix/namespaces").await, 503, "ServiceUnavailableException");
+    // Each call gave up after the pool's acquire timeout, well before the request timeout.
+    assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
+}
+
+/// A store whose every call fails in a way a real database cannot be made to on demand:
+/// an internal error carrying a secret, or a call that never finishes.
+struct BrokenStore {
+    hang: bool,
+}
+
+impl BrokenStore {
+    async fn fail<T>(&self) -> Result<T> {
+        if self.hang {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        Err(CatalogError::Internal(anyhow::anyhow!("connection string postgres://admin:hunter2@db/secret broke")))
+    }
+}
+
+#[async_trait]
+impl CatalogStore for BrokenStore {
+    fn backend(&self) -> &'static str {
+        "broken"
+    }
+    fn pool_stats(&self) -> PoolStats {
+        PoolStats::default()
+    }
+    async fn ping(&self) -> Result<()> {
+        self.fail().await
+    }
+    async fn create_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
+        self.fail().await
+    }
+    async fn ensure_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
+        self.fail().await
+    }
+    async fn list_warehouses(&self) -> Result<Vec<Warehouse>> {
+        self.fail().await
+    }
+    async fn warehouse_by_name(&self, _: &WarehouseName) -> Result<Option<Warehouse>> {
+        self.fail().await
+    }
+    async fn warehouse_by_id(&self, _: &str) -> Result<Option<Warehouse>> {
+        self.fail().await
+    }
+    async fn delete_warehouse(&self, _: &WarehouseName) -> Result<()> {
+        self.fail().await
+    }
+    async fn create_namespace(&self, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
+        self.fail().await
+    }
+    async fn list_namespaces(&self, _: &str, _: Option<&NamespaceIdent>, _: &PageRequest) -> Result<Page<NamespaceIdent>> {
+        self.fail().await
+    }
+    async fn load_namespace(&self, _: &str, _: &NamespaceIdent) -> Result<Option<Properties>> {
+        self.fail().await
+    }
+    async fn namespace_exists(&self, _: &str, _: &NamespaceIdent) -> Result<bool> {
+        self.fail().await
+    }
+    async fn drop_namespace(&self, _: &str, _: &NamespaceIdent) -> Result<()> {
+        self.fail().await
+    }
+    async fn update_namespace_properties(
+        &self,
+        _: &str,
+        _: &NamespaceIdent,
+        _: &Properties,
+        _: &[String],
+    ) -> Result<PropertiesChange> {
+        self.fail().await
+    }
+}
+
+#[tokio::test]
+async fn internal_errors_send_an_error_id_and_no_internals() {
+    let app = TestApp::serve(Arc::new(BrokenStore { hang: false }), None, default_options()).await;
+    let message = assert_error(app.get("/management/v1/warehouses").await, 500, "ServiceFailureException");
+    assert!(message.contains("error id: "), "{message}");
+    for secret in ["hunter2", "postgres://", "connection string"] {
+        assert!(!message.contains(secret), "leaked {secret:?}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_past_the_timeout_is_503() {
+    let options = HttpOptions { request_timeout: Duration::from_millis(300), ..default_options() };
+    let app = TestApp::serve(Arc::new(BrokenStore { hang: true }), None, options).await;
+    let started = std::time::Instant::now();
+    assert_error(app.get("/management/v1/warehouses").await, 503, "ServiceUnavailableException");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

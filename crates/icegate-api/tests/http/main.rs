@@ -1,0 +1,7 @@
+//! HTTP tests over a real listener: every endpoint's happy path and errors, on both stores.
+
+mod common;
+mod config;
+mod layer;
+mod management;
+mod namespaces;
