@@ -97,8 +97,12 @@ impl IntoResponse for ApiError {
             // Clients get an id to quote; operators find the cause under the same id.
             let error_id = uuid::Uuid::new_v4();
             match &self.cause {
-                Some(cause) => tracing::error!(%error_id, status = self.status.as_u16(), error = ?cause, "request failed"),
-                None => tracing::warn!(%error_id, status = self.status.as_u16(), message = %self.message, "request failed"),
+                Some(cause) => {
+                    tracing::error!(%error_id, status = self.status.as_u16(), error = ?cause, "request failed")
+                }
+                None => {
+                    tracing::warn!(%error_id, status = self.status.as_u16(), message = %self.message, "request failed")
+                }
             }
             let summary = if self.cause.is_some() { "Internal server error" } else { self.message.as_str() };
             format!("{summary} (error id: {error_id})")

@@ -46,7 +46,11 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         other => {
             let status = other.status();
             if status == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(status, "RequestEntityTooLargeException", "Request body is larger than the configured limit")
+                ApiError::new(
+                    status,
+                    "RequestEntityTooLargeException",
+                    "Request body is larger than the configured limit",
+                )
             } else {
                 ApiError::new(status, "BadRequestException", other.body_text())
             }

@@ -83,10 +83,8 @@ impl Metrics {
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().as_str().to_owned();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let route =
+        request.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(request).await;
     metrics.record(&method, &route, response.status(), started.elapsed().as_secs_f64());
     response
@@ -94,9 +92,5 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
 
 /// `GET /metrics` response with the OpenMetrics content type.
 pub fn exposition(body: String) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-        body,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
 }

@@ -15,7 +15,9 @@ fn committed_openapi_documents_are_current() {
     let documents = icegate_api::openapi::documents();
     let dir = workspace_root().join("openapi");
     let update = std::env::var_os("ICEGATE_UPDATE_OPENAPI").is_some();
-    for (file, generated) in [("iceberg-rest.yaml", documents.iceberg_rest_yaml()), ("management.yaml", documents.management_yaml())] {
+    for (file, generated) in
+        [("iceberg-rest.yaml", documents.iceberg_rest_yaml()), ("management.yaml", documents.management_yaml())]
+    {
         let path = dir.join(file);
         if update {
             std::fs::write(&path, &generated).unwrap();
@@ -57,9 +59,9 @@ fn yaml_to_json(value: yaml_serde::Value) -> Value {
 
 /// The upstream spec, from ICEGATE_ICEBERG_SPEC or `../shared/iceberg-spec/` beside the checkout.
 fn upstream_spec() -> Option<Value> {
-    let path = std::env::var_os("ICEGATE_ICEBERG_SPEC").map(PathBuf::from).unwrap_or_else(|| {
-        workspace_root().join("../shared/iceberg-spec/rest-catalog-open-api-1.11.0.yaml")
-    });
+    let path = std::env::var_os("ICEGATE_ICEBERG_SPEC")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("../shared/iceberg-spec/rest-catalog-open-api-1.11.0.yaml"));
     let text = std::fs::read_to_string(&path).ok()?;
     Some(yaml_to_json(yaml_serde::from_str(&text).expect("the upstream spec parses")))
 }
@@ -127,7 +129,10 @@ fn implemented_rest_surface_agrees_with_the_upstream_spec() {
             checked += 1;
             let at = format!("{} {path}", method.to_uppercase());
             if operation["operationId"] != theirs["operationId"] {
-                problems.push(format!("{at}: operationId {} != upstream {}", operation["operationId"], theirs["operationId"]));
+                problems.push(format!(
+                    "{at}: operationId {} != upstream {}",
+                    operation["operationId"], theirs["operationId"]
+                ));
             }
             // Status codes: ours must be a subset of what the spec allows.
             let allowed: BTreeSet<&String> = theirs["responses"].as_object().unwrap().keys().collect();

@@ -45,17 +45,11 @@ impl CatalogError {
     }
 
     pub fn no_such_warehouse(name: impl std::fmt::Display) -> Self {
-        Self::NotFound {
-            kind: ObjectKind::Warehouse,
-            message: format!("Warehouse does not exist: {name}"),
-        }
+        Self::NotFound { kind: ObjectKind::Warehouse, message: format!("Warehouse does not exist: {name}") }
     }
 
     pub fn no_such_namespace(ns: impl std::fmt::Display) -> Self {
-        Self::NotFound {
-            kind: ObjectKind::Namespace,
-            message: format!("Namespace does not exist: {ns}"),
-        }
+        Self::NotFound { kind: ObjectKind::Namespace, message: format!("Namespace does not exist: {ns}") }
     }
 }
 

@@ -30,20 +30,13 @@ pub fn validate_name(what: &str, name: &str) -> Result<(), CatalogError> {
         return Err(CatalogError::bad_request(format!("{what} name must not be '{name}'")));
     }
     if let Some(c) = name.chars().find(|c| c.is_control() || *c == '/' || *c == '\\') {
-        return Err(CatalogError::bad_request(format!(
-            "{what} name must not contain {}",
-            describe_char(c)
-        )));
+        return Err(CatalogError::bad_request(format!("{what} name must not contain {}", describe_char(c))));
     }
     Ok(())
 }
 
 fn describe_char(c: char) -> String {
-    if c.is_control() {
-        format!("control character U+{:04X}", c as u32)
-    } else {
-        format!("'{c}'")
-    }
+    if c.is_control() { format!("control character U+{:04X}", c as u32) } else { format!("'{c}'") }
 }
 
 /// A namespace: one or more validated levels.
@@ -106,9 +99,7 @@ pub struct WarehouseName(String);
 impl WarehouseName {
     pub fn parse(name: &str) -> Result<Self, CatalogError> {
         let valid_start = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-        let valid_chars = name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        let valid_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
         if !valid_start || !valid_chars || name.len() > 128 {
             return Err(CatalogError::bad_request(format!(
                 "invalid warehouse name {name:?}: use 1-128 characters of A-Z a-z 0-9 _ . -, \
@@ -143,9 +134,7 @@ impl StorageRoot {
         match scheme {
             "file" => {}
             "s3" | "s3a" | "gs" | "abfss" => {
-                return Err(bad(&format!(
-                    "the {scheme}:// scheme is not supported yet; use file://"
-                )));
+                return Err(bad(&format!("the {scheme}:// scheme is not supported yet; use file://")));
             }
             _ => return Err(bad("unknown scheme; use file://")),
         }

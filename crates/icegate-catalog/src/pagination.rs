@@ -28,16 +28,11 @@ fn decode_token(token: &str) -> Result<String, CatalogError> {
 ///
 /// As the spec says, a client that sends no `pageToken` gets every result in one response; an
 /// empty `pageToken` starts a paginated listing.
-pub fn page_request(
-    page_token: Option<&str>,
-    page_size: Option<i64>,
-) -> Result<PageRequest, CatalogError> {
+pub fn page_request(page_token: Option<&str>, page_size: Option<i64>) -> Result<PageRequest, CatalogError> {
     if let Some(size) = page_size
         && size < 1
     {
-        return Err(CatalogError::bad_request(format!(
-            "pageSize must be a positive integer, got {size}"
-        )));
+        return Err(CatalogError::bad_request(format!("pageSize must be a positive integer, got {size}")));
     }
     let Some(token) = page_token else {
         return Ok(PageRequest { after: None, limit: None });

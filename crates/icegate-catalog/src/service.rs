@@ -42,18 +42,12 @@ impl Catalog {
                 )
             })?,
         };
-        self.store
-            .warehouse_by_name(&name)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_warehouse(&name))
+        self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
     }
 
     /// The warehouse behind a `/v1/{prefix}` URL.
     pub async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
-        self.store
-            .warehouse_by_id(prefix)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_warehouse(prefix))
+        self.store.warehouse_by_id(prefix).await?.ok_or_else(|| CatalogError::no_such_warehouse(prefix))
     }
 
     pub async fn create_warehouse(&self, name: &str, storage_root: &str) -> Result<Warehouse> {
@@ -68,10 +62,7 @@ impl Catalog {
 
     pub async fn get_warehouse(&self, name: &str) -> Result<Warehouse> {
         let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
-        self.store
-            .warehouse_by_name(&name)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_warehouse(&name))
+        self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
     }
 
     pub async fn delete_warehouse(&self, name: &str) -> Result<()> {
@@ -141,8 +132,7 @@ impl Catalog {
         removals: Vec<String>,
     ) -> Result<PropertiesChange> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let mut both: Vec<&str> =
-            removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
+        let mut both: Vec<&str> = removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
         if !both.is_empty() {
             both.sort_unstable();
             both.dedup();
@@ -155,8 +145,6 @@ impl Catalog {
         removals.sort_unstable();
         removals.dedup();
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store
-            .update_namespace_properties(&warehouse.id, &namespace, &updates, &removals)
-            .await
+        self.store.update_namespace_properties(&warehouse.id, &namespace, &updates, &removals).await
     }
 }

@@ -87,13 +87,8 @@ pub trait CatalogStore: Send + Sync + 'static {
         page: &PageRequest,
     ) -> Result<Page<NamespaceIdent>>;
     /// The namespace's properties, `None` when it does not exist.
-    async fn load_namespace(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-    ) -> Result<Option<Properties>>;
-    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent)
-    -> Result<bool>;
+    async fn load_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<Option<Properties>>;
+    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool>;
     /// `NotFound`, or `NamespaceNotEmpty` while it holds namespaces, tables or views.
     async fn drop_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<()>;
     /// Applies updates and removals atomically. Keys must not appear in both.

@@ -18,7 +18,7 @@ use icegate_catalog::store::{Page, PageRequest, PoolStats, PropertiesChange, War
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
-use sqlx::{AnyPool, Any, Executor, Transaction};
+use sqlx::{Any, AnyPool, Executor, Transaction};
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");

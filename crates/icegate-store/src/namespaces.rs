@@ -37,9 +37,7 @@ pub(crate) async fn create(
     let mut tx = store.begin_write().await?;
     let parent_id = match namespace.parent() {
         Some(parent) => Some(
-            id_of(&mut *tx, warehouse_id, &parent)
-                .await?
-                .ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
+            id_of(&mut *tx, warehouse_id, &parent).await?.ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
         ),
         None => None,
     };
@@ -216,9 +214,8 @@ pub(crate) async fn update_properties(
     let mut tx = store.begin_write().await?;
     // No row lock: each key is its own row, so concurrent updates of different keys cannot
     // overwrite each other, and a concurrent drop makes the upsert fail its foreign key.
-    let id = id_of(&mut *tx, warehouse_id, namespace)
-        .await?
-        .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+    let id =
+        id_of(&mut *tx, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
     let mut removed = Vec::new();
     for chunk in removals.chunks(PROPERTY_CHUNK) {
         // Built at run time because the number of keys varies; every key is a bind parameter.

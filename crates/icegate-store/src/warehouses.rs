@@ -45,7 +45,9 @@ pub(crate) async fn create(
     .execute(&store.pool)
     .await;
     match result {
-        Ok(_) => Ok(Warehouse { id, name: name.clone(), storage_root: root.clone(), created_at_ms: now, updated_at_ms: now }),
+        Ok(_) => {
+            Ok(Warehouse { id, name: name.clone(), storage_root: root.clone(), created_at_ms: now, updated_at_ms: now })
+        }
         Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
             Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")))
         }
@@ -74,10 +76,7 @@ pub(crate) async fn ensure(
 }
 
 pub(crate) async fn list(store: &SqlStore) -> Result<Vec<Warehouse>, CatalogError> {
-    let rows = sqlx::query(select_warehouses!(" ORDER BY name"))
-        .fetch_all(&store.pool)
-        .await
-        .map_err(db_error)?;
+    let rows = sqlx::query(select_warehouses!(" ORDER BY name")).fetch_all(&store.pool).await.map_err(db_error)?;
     rows.iter().map(from_row).collect()
 }
 
@@ -104,9 +103,9 @@ pub(crate) async fn delete(store: &SqlStore, name: &WarehouseName) -> Result<(),
     match sqlx::query("DELETE FROM warehouses WHERE name = $1").bind(name.as_str()).execute(&store.pool).await {
         Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_warehouse(name)),
         Ok(_) => Ok(()),
-        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => Err(CatalogError::WarehouseNotEmpty(format!(
-            "Warehouse {name} still holds namespaces; drop them first"
-        ))),
+        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+            Err(CatalogError::WarehouseNotEmpty(format!("Warehouse {name} still holds namespaces; drop them first")))
+        }
         Err(e) => Err(db_error(e)),
     }
 }

@@ -18,7 +18,10 @@ fn props(pairs: &[(&str, &str)]) -> Properties {
 
 async fn warehouse(store: &dyn CatalogStore, name: &str) -> String {
     store
-        .create_warehouse(&WarehouseName::parse(name).unwrap(), &StorageRoot::parse(&format!("file:///tmp/{name}")).unwrap())
+        .create_warehouse(
+            &WarehouseName::parse(name).unwrap(),
+            &StorageRoot::parse(&format!("file:///tmp/{name}")).unwrap(),
+        )
         .await
         .unwrap()
         .id
@@ -142,7 +145,8 @@ async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
     let mut after = None;
     let mut pages = 0;
     loop {
-        let page = store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }).await.unwrap();
+        let page =
+            store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }).await.unwrap();
         assert!(page.items.len() <= 5);
         seen.extend(page.items.iter().map(|n| n.encoded()));
         pages += 1;
@@ -167,7 +171,8 @@ async fn the_last_full_page_has_no_next_token(db: TestDatabase) {
     }
     let first = store.list_namespaces(&wh, None, &PageRequest { after: None, limit: Some(2) }).await.unwrap();
     assert_eq!(first.next_after.as_deref(), Some("b"));
-    let last = store.list_namespaces(&wh, None, &PageRequest { after: first.next_after, limit: Some(2) }).await.unwrap();
+    let last =
+        store.list_namespaces(&wh, None, &PageRequest { after: first.next_after, limit: Some(2) }).await.unwrap();
     assert_eq!(last.items, vec![ns("c"), ns("d")]);
     assert_eq!(last.next_after, None);
 }
@@ -231,7 +236,9 @@ async fn concurrent_creates_of_one_namespace_have_exactly_one_winner(db: TestDat
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let (store, wh) = (store.clone(), wh.clone());
-            tokio::spawn(async move { store.create_namespace(&wh, &ns("race"), &props(&[("by", &i.to_string())])).await })
+            tokio::spawn(
+                async move { store.create_namespace(&wh, &ns("race"), &props(&[("by", &i.to_string())])).await },
+            )
         })
         .collect();
     let mut wins = 0;

@@ -48,7 +48,7 @@ pub struct DatabaseConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CatalogConfig {
-    /// The warehouse `/v1/config` answers for when the client names none.
+    /// The warehouse `/v1/config` answers for when the client names none; empty for none.
     pub default_warehouse: Option<String>,
     /// Create `default_warehouse` at start-up when it does not exist.
     pub create_default_warehouse: bool,
@@ -162,13 +162,35 @@ pub fn load(overrides: &Overrides) -> anyhow::Result<Config> {
     }
     let mut config: Config = figment.extract().map_err(describe)?;
     config.data_dir = std::path::absolute(&config.data_dir).context("resolving data_dir")?;
+    // TOML has no null: an empty name is how a file or the environment says "no default".
+    if config.catalog.default_warehouse.as_deref() == Some("") {
+        config.catalog.default_warehouse = None;
+    }
     config.validate()?;
     Ok(config)
 }
 
-/// Figment's errors name the key and its source; put each on its own line.
+/// One line per problem: the key, what is wrong, and where the value came from (the exact
+/// environment variable, or the file).
 fn describe(errors: figment::Error) -> anyhow::Error {
-    let lines: Vec<String> = errors.into_iter().map(|e| format!("  - {e}")).collect();
+    let lines: Vec<String> = errors
+        .into_iter()
+        .map(|e| {
+            let key = e.path.join(".").to_lowercase();
+            let source = match &e.metadata {
+                Some(m) if m.name.contains("environment") => {
+                    format!("environment variable ICEGATE__{}", e.path.join("__").to_uppercase())
+                }
+                Some(m) => match &m.source {
+                    Some(source) => format!("{} {source}", m.name),
+                    None => m.name.to_string(),
+                },
+                None => "unknown source".to_owned(),
+            };
+            let key = if key.is_empty() { "(top level)".to_owned() } else { key };
+            format!("  - {key}: {} (from {source})", e.kind)
+        })
+        .collect();
     anyhow::anyhow!("invalid configuration:\n{}", lines.join("\n"))
 }
 
@@ -230,6 +252,7 @@ pub fn sqlite_parent(url: &str) -> Option<&Path> {
 }
 
 #[cfg(test)]
+#[allow(clippy::result_large_err)] // figment::Jail closures return figment::Error by design
 mod tests {
     use super::*;
     use figment::Jail;
@@ -319,6 +342,15 @@ mod tests {
             jail.set_env("ICEGATE__DATABASE__URL", "mysql://x/y");
             let err = load(&Overrides::default()).unwrap_err().to_string();
             assert!(err.contains("database.url"), "{err}");
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn an_empty_default_warehouse_means_none() {
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__CATALOG__DEFAULT_WAREHOUSE", "");
+            assert_eq!(load(&Overrides::default()).unwrap().catalog.default_warehouse, None);
             Ok(())
         });
     }

@@ -189,7 +189,9 @@ fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, w
 fn write_openapi(out: &std::path::Path) -> anyhow::Result<()> {
     let documents = icegate_api::openapi::documents();
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    for (file, text) in [("iceberg-rest.yaml", documents.iceberg_rest_yaml()), ("management.yaml", documents.management_yaml())] {
+    for (file, text) in
+        [("iceberg-rest.yaml", documents.iceberg_rest_yaml()), ("management.yaml", documents.management_yaml())]
+    {
         let path = out.join(file);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
         println!("wrote {}", path.display());

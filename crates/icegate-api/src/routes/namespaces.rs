@@ -61,7 +61,8 @@ pub async fn create_namespace(
     Path(prefix): Path<String>,
     Json(request): Json<CreateNamespaceRequest>,
 ) -> Result<Json<CreateNamespaceResponse>, ApiError> {
-    let (namespace, properties) = state.catalog.create_namespace(&prefix, request.namespace.0, request.properties).await?;
+    let (namespace, properties) =
+        state.catalog.create_namespace(&prefix, request.namespace.0, request.properties).await?;
     Ok(Json(CreateNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
 }
 
@@ -165,9 +166,11 @@ pub async fn update_properties(
     Path((prefix, namespace)): Path<(String, String)>,
     Json(request): Json<UpdateNamespacePropertiesRequest>,
 ) -> Result<Json<UpdateNamespacePropertiesResponse>, ApiError> {
-    let change = state
-        .catalog
-        .update_namespace_properties(&prefix, &namespace, request.updates, request.removals)
-        .await?;
-    Ok(Json(UpdateNamespacePropertiesResponse { updated: change.updated, removed: change.removed, missing: change.missing }))
+    let change =
+        state.catalog.update_namespace_properties(&prefix, &namespace, request.updates, request.removals).await?;
+    Ok(Json(UpdateNamespacePropertiesResponse {
+        updated: change.updated,
+        removed: change.removed,
+        missing: change.missing,
+    }))
 }

@@ -30,8 +30,10 @@ impl TestApp {
         let db = TestDatabase::new(backend).await;
         let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
         let name = WarehouseName::parse("default").unwrap();
-        let warehouse =
-            store.ensure_warehouse(&name, &StorageRoot::parse("file:///tmp/icegate-test/default").unwrap()).await.unwrap();
+        let warehouse = store
+            .ensure_warehouse(&name, &StorageRoot::parse("file:///tmp/icegate-test/default").unwrap())
+            .await
+            .unwrap();
         let mut app = Self::serve(store, Some(name), default_options()).await;
         app.prefix = warehouse.id;
         app._db = Some(db);
@@ -39,7 +41,11 @@ impl TestApp {
     }
 
     /// A server over any store (for the HTTP layer's own failure paths).
-    pub async fn serve(store: Arc<dyn CatalogStore>, default_warehouse: Option<WarehouseName>, options: HttpOptions) -> Self {
+    pub async fn serve(
+        store: Arc<dyn CatalogStore>,
+        default_warehouse: Option<WarehouseName>,
+        options: HttpOptions,
+    ) -> Self {
         let catalog = Catalog::new(store, default_warehouse);
         let app = icegate_api::app(catalog, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -62,7 +68,8 @@ impl TestApp {
         let response = request.send().await.unwrap();
         let status = response.status();
         let text = response.text().await.unwrap();
-        let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        let value =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
         (status, value)
     }
 
@@ -109,7 +116,7 @@ macro_rules! http_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(crate::common::TestApp::spawn(icegate_store::testing::TestBackend::Sqlite).await).await
+                    super::$name($crate::common::TestApp::spawn(icegate_store::testing::TestBackend::Sqlite).await).await
                 }
             )*
         }
@@ -117,7 +124,7 @@ macro_rules! http_tests {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    super::$name(crate::common::TestApp::spawn(icegate_store::testing::TestBackend::Postgres).await).await
+                    super::$name($crate::common::TestApp::spawn(icegate_store::testing::TestBackend::Postgres).await).await
                 }
             )*
         }

@@ -135,7 +135,12 @@ impl CatalogStore for BrokenStore {
     async fn create_namespace(&self, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
         self.fail().await
     }
-    async fn list_namespaces(&self, _: &str, _: Option<&NamespaceIdent>, _: &PageRequest) -> Result<Page<NamespaceIdent>> {
+    async fn list_namespaces(
+        &self,
+        _: &str,
+        _: Option<&NamespaceIdent>,
+        _: &PageRequest,
+    ) -> Result<Page<NamespaceIdent>> {
         self.fail().await
     }
     async fn load_namespace(&self, _: &str, _: &NamespaceIdent) -> Result<Option<Properties>> {

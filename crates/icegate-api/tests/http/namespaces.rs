@@ -50,14 +50,21 @@ async fn nested_namespaces_use_the_unit_separator(app: TestApp) {
 }
 
 async fn a_child_needs_its_parent(app: TestApp) {
-    let message =
-        assert_error(app.post("/v1/{prefix}/namespaces", json!({"namespace": ["p", "c"]})).await, 404, "NoSuchNamespaceException");
+    let message = assert_error(
+        app.post("/v1/{prefix}/namespaces", json!({"namespace": ["p", "c"]})).await,
+        404,
+        "NoSuchNamespaceException",
+    );
     assert!(message.contains('p'), "{message}");
 }
 
 async fn creating_an_existing_namespace_is_409(app: TestApp) {
     app.create_namespace(&["dup"]).await;
-    assert_error(app.post("/v1/{prefix}/namespaces", json!({"namespace": ["dup"]})).await, 409, "AlreadyExistsException");
+    assert_error(
+        app.post("/v1/{prefix}/namespaces", json!({"namespace": ["dup"]})).await,
+        409,
+        "AlreadyExistsException",
+    );
 }
 
 async fn dropping_a_namespace_with_children_is_409(app: TestApp) {
@@ -68,12 +75,14 @@ async fn dropping_a_namespace_with_children_is_409(app: TestApp) {
 }
 
 async fn properties_are_updated_and_removed(app: TestApp) {
-    let (status, _) = app
-        .post("/v1/{prefix}/namespaces", json!({"namespace": ["p"], "properties": {"a": "1", "b": "2"}}))
-        .await;
+    let (status, _) =
+        app.post("/v1/{prefix}/namespaces", json!({"namespace": ["p"], "properties": {"a": "1", "b": "2"}})).await;
     assert_eq!(status, 200);
     let (status, body) = app
-        .post("/v1/{prefix}/namespaces/p/properties", json!({"updates": {"a": "10", "c": "3"}, "removals": ["b", "zzz"]}))
+        .post(
+            "/v1/{prefix}/namespaces/p/properties",
+            json!({"updates": {"a": "10", "c": "3"}, "removals": ["b", "zzz"]}),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body, json!({"updated": ["a", "c"], "removed": ["b"], "missing": ["zzz"]}));
@@ -89,7 +98,8 @@ async fn a_key_in_both_updates_and_removals_is_422_and_changes_nothing(app: Test
     let (status, _) = app.post("/v1/{prefix}/namespaces", json!({"namespace": ["p"], "properties": {"k": "v"}})).await;
     assert_eq!(status, 200);
     assert_error(
-        app.post("/v1/{prefix}/namespaces/p/properties", json!({"updates": {"k": "new", "o": "x"}, "removals": ["k"]})).await,
+        app.post("/v1/{prefix}/namespaces/p/properties", json!({"updates": {"k": "new", "o": "x"}, "removals": ["k"]}))
+            .await,
         422,
         "UnprocessableEntityException",
     );
@@ -104,7 +114,16 @@ async fn a_key_in_both_updates_and_removals_is_422_and_changes_nothing(app: Test
 
 async fn invalid_namespace_names_are_400_and_create_nothing(app: TestApp) {
     let long = "x".repeat(256);
-    for bad in [json!([]), json!([""]), json!(["a", ""]), json!(["a/b"]), json!([".."]), json!(["tab\tname"]), json!(["nul\u{0}"]), json!([long])] {
+    for bad in [
+        json!([]),
+        json!([""]),
+        json!(["a", ""]),
+        json!(["a/b"]),
+        json!([".."]),
+        json!(["tab\tname"]),
+        json!(["nul\u{0}"]),
+        json!([long]),
+    ] {
         assert_error(app.post("/v1/{prefix}/namespaces", json!({"namespace": bad})).await, 400, "BadRequestException");
     }
     let (_, list) = app.get("/v1/{prefix}/namespaces").await;

@@ -1,0 +1,77 @@
+"""The `icegate serve` process as a user runs it: the embedded default with no configuration,
+restarts that keep everything, clean shutdown, and start-up errors that name the bad key."""
+
+import json
+import os
+import signal
+import subprocess
+import urllib.request
+
+from conftest import Server, icegate_bin
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.load(response)
+
+
+def post_json(url: str, body) -> int:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return response.status
+
+
+def test_embedded_default_prints_a_snippet_and_survives_a_restart(tmp_path):
+    server = Server(tmp_path, [], {}).start()
+    banner = server.stdout_path.read_text()
+    assert server.uri in banner
+    assert "load_catalog(" in banner and 'warehouse="default"' in banner
+    assert (tmp_path / "icegate-data" / "catalog.db").is_file()
+    assert (tmp_path / "icegate-data" / "warehouse").is_dir()
+
+    prefix = get_json(f"{server.uri}/v1/config")["overrides"]["prefix"]
+    assert post_json(f"{server.uri}/v1/{prefix}/namespaces", {"namespace": ["kept"], "properties": {"a": "1"}}) == 200
+    assert server.stop(signal.SIGTERM) == 0
+    assert "stopped" in server.stderr_path.read_text()
+
+    restarted = Server(tmp_path, [], {}).start()
+    try:
+        assert get_json(f"{restarted.uri}/v1/config")["overrides"]["prefix"] == prefix
+        assert get_json(f"{restarted.uri}/v1/{prefix}/namespaces/kept")["properties"] == {"a": "1"}
+    finally:
+        assert restarted.stop(signal.SIGINT) == 0
+
+
+def run_serve(tmp_path, *args, env=None):
+    return subprocess.run(
+        [icegate_bin(), "serve", *args],
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def test_an_unknown_config_key_stops_start_up_and_is_named(tmp_path):
+    (tmp_path / "icegate.toml").write_text('[server]\nlisten = "127.0.0.1:0"\nrequest_timout = "5s"\n')
+    result = run_serve(tmp_path, "--config", "icegate.toml")
+    assert result.returncode != 0
+    assert "request_timout" in result.stderr
+    assert "icegate.toml" in result.stderr
+
+
+def test_a_bad_environment_value_stops_start_up_and_is_named(tmp_path):
+    result = run_serve(tmp_path, env={"ICEGATE__DATABASE__MAX_CONNECTIONS": "lots"})
+    assert result.returncode != 0
+    assert "ICEGATE__DATABASE__MAX_CONNECTIONS" in result.stderr
+
+
+def test_migrate_applies_the_schema_and_exits(tmp_path):
+    result = subprocess.run(
+        [icegate_bin(), "migrate", "--data-dir", str(tmp_path / "data")], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "data" / "catalog.db").is_file()
