@@ -75,3 +75,23 @@ def test_migrate_applies_the_schema_and_exits(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "data" / "catalog.db").is_file()
+
+
+def test_json_logs_carry_the_request_id_of_the_response(tmp_path):
+    server = Server(tmp_path, ["--log-format", "json"], {}).start()
+    try:
+        request = urllib.request.Request(f"{server.uri}/v1/config", headers={"x-request-id": "trace-me-123"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert response.headers["x-request-id"] == "trace-me-123"
+        with urllib.request.urlopen(f"{server.uri}/health", timeout=5) as response:
+            generated = response.headers["x-request-id"]
+    finally:
+        assert server.stop() == 0
+    lines = [json.loads(line) for line in server.stderr_path.read_text().splitlines() if line.strip()]
+    assert lines, "no log lines"
+
+    def request_ids(line):
+        return [span.get("request_id") for span in line.get("spans", [])] + [line.get("span", {}).get("request_id")]
+
+    assert any("trace-me-123" in request_ids(line) for line in lines), lines
+    assert any(generated in request_ids(line) for line in lines), lines
