@@ -80,6 +80,9 @@ impl From<CatalogError> for ApiError {
             E::NamespaceNotEmpty(m) => Self::new(StatusCode::CONFLICT, "NamespaceNotEmptyException", m),
             E::WarehouseNotEmpty(m) => Self::new(StatusCode::CONFLICT, "WarehouseNotEmptyException", m),
             E::Unprocessable(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableEntityException", m),
+            E::CommitFailed(m) => Self::new(StatusCode::CONFLICT, "CommitFailedException", m),
+            E::CommitStateUnknown(m) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "CommitStateUnknownException", m),
+            E::Unsupported(m) => Self::new(StatusCode::NOT_ACCEPTABLE, "UnsupportedOperationException", m),
             E::Unavailable(m) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException", m),
             E::Internal(cause) => Self {
                 status: StatusCode::INTERNAL_SERVER_ERROR,

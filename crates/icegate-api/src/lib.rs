@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod models;
 pub mod openapi;
 pub mod routes;
+pub mod table_models;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -27,6 +27,11 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReportLabels {
+    report_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PoolLabels {
     state: &'static str,
 }
@@ -39,6 +44,7 @@ pub struct Metrics {
     latency: HistogramFamily,
     pool_connections: Family<PoolLabels, Gauge>,
     pool_max: Gauge,
+    reports: Family<ReportLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -53,17 +59,24 @@ impl Metrics {
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let pool_connections = Family::<PoolLabels, Gauge>::default();
         let pool_max = Gauge::default();
+        let reports = Family::<ReportLabels, Counter>::default();
         registry.register("http_requests", "HTTP requests handled", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", latency.clone());
         registry.register("db_pool_connections", "Metadata store connections by state", pool_connections.clone());
         registry.register("db_pool_max_connections", "Metadata store connection limit", pool_max.clone());
-        Arc::new(Self { registry, requests, latency, pool_connections, pool_max })
+        registry.register("table_metrics_reports", "Scan and commit reports received from clients", reports.clone());
+        Arc::new(Self { registry, requests, latency, pool_connections, pool_max, reports })
     }
 
     fn record(&self, method: &str, route: &str, status: StatusCode, seconds: f64) {
         let labels = RequestLabels { method: method.to_owned(), route: route.to_owned(), status: status.as_u16() };
         self.requests.get_or_create(&labels).inc();
         self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Counts one client metrics report (`scan-report` or `commit-report`).
+    pub fn record_report(&self, report_type: &'static str) {
+        self.reports.get_or_create(&ReportLabels { report_type }).inc();
     }
 
     /// The text exposition, with pool gauges refreshed from `store`.

@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{config, namespaces, ops, warehouses};
+use crate::routes::{config, namespaces, ops, tables, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -112,6 +112,12 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(namespaces::list_namespaces, namespaces::create_namespace))
         .routes(routes!(namespaces::load_namespace, namespaces::namespace_exists, namespaces::drop_namespace))
         .routes(routes!(namespaces::update_properties))
+        .routes(routes!(tables::list_tables, tables::create_table))
+        .routes(routes!(tables::register_table))
+        .routes(routes!(tables::load_table, tables::update_table, tables::drop_table, tables::table_exists))
+        .routes(routes!(tables::rename_table))
+        .routes(routes!(tables::report_metrics))
+        .routes(routes!(tables::commit_transaction))
         .split_for_parts();
     let (management_router, management) = OpenApiRouter::with_openapi(ManagementDoc::openapi())
         .routes(routes!(warehouses::create_warehouse, warehouses::list_warehouses))

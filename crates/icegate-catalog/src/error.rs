@@ -31,6 +31,16 @@ pub enum CatalogError {
     /// The request is well formed but contradicts itself (a key both updated and removed).
     #[error("{0}")]
     Unprocessable(String),
+    /// A commit's requirements do not hold against the current metadata; the client should
+    /// refresh and retry.
+    #[error("{0}")]
+    CommitFailed(String),
+    /// The commit may or may not have been applied: the client must check before retrying.
+    #[error("{0}")]
+    CommitStateUnknown(String),
+    /// The request names a feature icegate does not implement.
+    #[error("{0}")]
+    Unsupported(String),
     /// The metadata store cannot be reached; the client may retry.
     #[error("{0}")]
     Unavailable(String),
@@ -48,9 +58,31 @@ impl CatalogError {
         Self::NotFound { kind: ObjectKind::Warehouse, message: format!("Warehouse does not exist: {name}") }
     }
 
+    pub fn no_such_table(table: impl std::fmt::Display) -> Self {
+        Self::NotFound { kind: ObjectKind::Table, message: format!("Table does not exist: {table}") }
+    }
+
+    pub fn no_such_view(view: impl std::fmt::Display) -> Self {
+        Self::NotFound { kind: ObjectKind::View, message: format!("View does not exist: {view}") }
+    }
+
     pub fn no_such_namespace(ns: impl std::fmt::Display) -> Self {
         Self::NotFound { kind: ObjectKind::Namespace, message: format!("Namespace does not exist: {ns}") }
     }
 }
 
 pub type Result<T, E = CatalogError> = std::result::Result<T, E>;
+
+/// Errors of the `iceberg` crate while validating or applying metadata changes: a failed
+/// requirement is a commit conflict (409), invalid input a bad request (400).
+impl From<iceberg::Error> for CatalogError {
+    fn from(err: iceberg::Error) -> Self {
+        use iceberg::ErrorKind as K;
+        match err.kind() {
+            K::CatalogCommitConflicts => Self::CommitFailed(err.message().to_owned()),
+            K::DataInvalid | K::PreconditionFailed => Self::BadRequest(err.message().to_owned()),
+            K::FeatureUnsupported => Self::Unsupported(err.message().to_owned()),
+            _ => Self::Internal(anyhow::Error::new(err).context("iceberg metadata operation failed")),
+        }
+    }
+}

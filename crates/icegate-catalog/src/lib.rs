@@ -5,10 +5,12 @@
 //! services decide, and the store persists.
 
 pub mod error;
+pub mod files;
 pub mod ident;
 pub mod pagination;
 pub mod service;
 pub mod store;
+pub mod tables;
 
 pub use error::{CatalogError, ObjectKind, Result};
 pub use ident::{NamespaceIdent, StorageRoot, WarehouseName};

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::error::{CatalogError, Result};
+use crate::files::FileIo;
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::pagination::{encode_token, page_request};
 use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
@@ -18,17 +19,22 @@ pub struct Listing<T> {
 #[derive(Clone)]
 pub struct Catalog {
     store: Arc<dyn CatalogStore>,
+    files: Arc<dyn FileIo>,
     default_warehouse: Option<WarehouseName>,
 }
 
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
-    pub fn new(store: Arc<dyn CatalogStore>, default_warehouse: Option<WarehouseName>) -> Self {
-        Self { store, default_warehouse }
+    pub fn new(store: Arc<dyn CatalogStore>, files: Arc<dyn FileIo>, default_warehouse: Option<WarehouseName>) -> Self {
+        Self { store, files, default_warehouse }
     }
 
     pub fn store(&self) -> &Arc<dyn CatalogStore> {
         &self.store
+    }
+
+    pub fn files(&self) -> &Arc<dyn FileIo> {
+        &self.files
     }
 
     /// The warehouse a `/v1/config` request asks for, or the configured default.

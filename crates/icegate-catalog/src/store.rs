@@ -54,6 +54,69 @@ pub struct PoolStats {
     pub max: u32,
 }
 
+/// Tables and views share one name space per namespace; `kind` tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TabularKind {
+    Table,
+    View,
+}
+
+impl TabularKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Table => "table",
+            Self::View => "view",
+        }
+    }
+}
+
+/// A stored table or view: where it lives and its current metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tabular {
+    pub id: String,
+    pub kind: TabularKind,
+    /// Base location, without a trailing slash.
+    pub location: String,
+    pub metadata_location: String,
+    /// The current metadata JSON (what `metadata_location` holds).
+    pub metadata: String,
+}
+
+/// A table or view to insert.
+#[derive(Debug, Clone)]
+pub struct NewTabular<'a> {
+    pub warehouse_id: &'a str,
+    pub namespace: &'a NamespaceIdent,
+    pub name: &'a str,
+    pub kind: TabularKind,
+    pub location: &'a str,
+    pub metadata_location: &'a str,
+    pub metadata: &'a str,
+}
+
+/// One compare-and-swap of a table's metadata pointer: it applies only if the row still points
+/// at `expected_metadata_location`.
+#[derive(Debug, Clone)]
+pub struct MetadataSwap {
+    pub id: String,
+    pub warehouse_id: String,
+    pub expected_metadata_location: String,
+    pub metadata_location: String,
+    pub metadata: String,
+    /// The (possibly new) base location; checked for overlaps when it changed.
+    pub location: String,
+    pub location_changed: bool,
+}
+
+/// How a set of swaps ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwapOutcome {
+    /// Every swap applied, atomically.
+    Applied,
+    /// Nothing applied: the swap at this index found another metadata location (or no row).
+    Conflict(usize),
+}
+
 #[async_trait]
 pub trait CatalogStore: Send + Sync + 'static {
     /// `"postgres"` or `"sqlite"`.
@@ -99,4 +162,43 @@ pub trait CatalogStore: Send + Sync + 'static {
         updates: &Properties,
         removals: &[String],
     ) -> Result<PropertiesChange>;
+
+    /// Inserts a table or view. `AlreadyExists` when a table or view of that name exists,
+    /// `NotFound(Namespace)` without the namespace, `BadRequest` when the location overlaps
+    /// another table's or view's.
+    async fn create_tabular(&self, tabular: &NewTabular<'_>) -> Result<String>;
+    async fn load_tabular(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Tabular>>;
+    /// Applies every swap in one transaction, or none of them.
+    async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
+    /// Deletes a table or view and returns what it was, `None` when it did not exist.
+    async fn drop_tabular(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Tabular>>;
+    /// Moves a table or view to another name, possibly in another namespace of the warehouse.
+    /// `NotFound` (the source, or the target namespace), `AlreadyExists` (the target name).
+    async fn rename_tabular(
+        &self,
+        warehouse_id: &str,
+        kind: TabularKind,
+        from: (&NamespaceIdent, &str),
+        to: (&NamespaceIdent, &str),
+    ) -> Result<()>;
+    /// Names of a namespace's tables or views, in byte order. `NotFound(Namespace)`.
+    async fn list_tabulars(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        kind: TabularKind,
+        page: &PageRequest,
+    ) -> Result<Page<String>>;
 }

@@ -8,13 +8,17 @@
 //! both backends by the store test suite (`tests/store.rs`).
 
 mod namespaces;
+mod tabulars;
 mod warehouses;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use icegate_catalog::store::{Page, PageRequest, PoolStats, PropertiesChange, Warehouse};
+use icegate_catalog::store::{
+    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
+    Warehouse,
+};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
@@ -243,6 +247,54 @@ impl CatalogStore for SqlStore {
         removals: &[String],
     ) -> Result<PropertiesChange, CatalogError> {
         namespaces::update_properties(self, warehouse_id, namespace, updates, removals).await
+    }
+
+    async fn create_tabular(&self, tabular: &NewTabular<'_>) -> Result<String, CatalogError> {
+        tabulars::create(self, tabular).await
+    }
+
+    async fn load_tabular(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Tabular>, CatalogError> {
+        tabulars::load(self, warehouse_id, namespace, name, kind).await
+    }
+
+    async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
+        tabulars::swap(self, swaps).await
+    }
+
+    async fn drop_tabular(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Tabular>, CatalogError> {
+        tabulars::drop(self, warehouse_id, namespace, name, kind).await
+    }
+
+    async fn rename_tabular(
+        &self,
+        warehouse_id: &str,
+        kind: TabularKind,
+        from: (&NamespaceIdent, &str),
+        to: (&NamespaceIdent, &str),
+    ) -> Result<(), CatalogError> {
+        tabulars::rename(self, warehouse_id, kind, from, to).await
+    }
+
+    async fn list_tabulars(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        kind: TabularKind,
+        page: &PageRequest,
+    ) -> Result<Page<String>, CatalogError> {
+        tabulars::list(self, warehouse_id, namespace, kind, page).await
     }
 }
 

@@ -106,7 +106,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
     }
     let store: Arc<dyn CatalogStore> = Arc::new(store);
-    let catalog = Catalog::new(store.clone(), default_warehouse.clone());
+    let catalog =
+        Catalog::new(store.clone(), Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse.clone());
     let app = icegate_api::app(
         catalog,
         Metrics::new(),

@@ -4,4 +4,5 @@
 pub mod config;
 pub mod namespaces;
 pub mod ops;
+pub mod tables;
 pub mod warehouses;

@@ -46,7 +46,7 @@ impl TestApp {
         default_warehouse: Option<WarehouseName>,
         options: HttpOptions,
     ) -> Self {
-        let catalog = Catalog::new(store, default_warehouse);
+        let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse);
         let app = icegate_api::app(catalog, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

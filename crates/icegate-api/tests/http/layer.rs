@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icegate_api::HttpOptions;
-use icegate_catalog::store::{Page, PageRequest, PoolStats, PropertiesChange, Warehouse};
+use icegate_catalog::store::{
+    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
+    Warehouse,
+};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
 use icegate_store::testing::TestBackend;
 use icegate_store::{SqlStore, StoreOptions};
@@ -159,6 +162,36 @@ impl CatalogStore for BrokenStore {
         _: &Properties,
         _: &[String],
     ) -> Result<PropertiesChange> {
+        self.fail().await
+    }
+    async fn create_tabular(&self, _: &NewTabular<'_>) -> Result<String> {
+        self.fail().await
+    }
+    async fn load_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Tabular>> {
+        self.fail().await
+    }
+    async fn swap_metadata(&self, _: &[MetadataSwap]) -> Result<SwapOutcome> {
+        self.fail().await
+    }
+    async fn drop_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Tabular>> {
+        self.fail().await
+    }
+    async fn rename_tabular(
+        &self,
+        _: &str,
+        _: TabularKind,
+        _: (&NamespaceIdent, &str),
+        _: (&NamespaceIdent, &str),
+    ) -> Result<()> {
+        self.fail().await
+    }
+    async fn list_tabulars(
+        &self,
+        _: &str,
+        _: &NamespaceIdent,
+        _: TabularKind,
+        _: &PageRequest,
+    ) -> Result<Page<String>> {
         self.fail().await
     }
 }

@@ -1,0 +1,384 @@
+//! Table operations of the Iceberg REST catalog.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use icegate_catalog::NamespaceIdent;
+use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent, TableResult};
+use serde_json::value::RawValue;
+
+use crate::AppState;
+use crate::error::{ApiError, IcebergErrorResponse};
+use crate::extract::{Json, Path, Query};
+use crate::models::{Namespace, PageToken};
+use crate::table_models::{
+    CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest, DropTableQuery,
+    ListTablesQuery, ListTablesResponse, LoadTableQuery, LoadTableResult, RegisterTableRequest, RenameTableRequest,
+    ReportMetricsRequest, TableIdentifier,
+};
+
+fn raw(json: String) -> Result<Box<RawValue>, ApiError> {
+    RawValue::from_string(json)
+        .map_err(|e| icegate_catalog::CatalogError::Internal(anyhow::anyhow!("metadata is not JSON: {e}")).into())
+}
+
+fn load_result(result: TableResult) -> Result<Response, ApiError> {
+    let etag = HeaderValue::from_str(&result.etag).ok();
+    let body = LoadTableResult {
+        metadata_location: result.metadata_location,
+        metadata: raw(result.metadata_json)?,
+        config: BTreeMap::new(),
+    };
+    let mut response = Json(body).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    Ok(response)
+}
+
+fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
+    Ok(TableIdent::new(NamespaceIdent::from_levels(identifier.namespace.0)?, &identifier.name)?)
+}
+
+fn identifier(table: TableIdent) -> TableIdentifier {
+    TableIdentifier { namespace: Namespace(table.namespace.levels().to_vec()), name: table.name }
+}
+
+/// List all table identifiers underneath a given namespace
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables",
+    tag = "Catalog API",
+    operation_id = "listTables",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ListTablesQuery,
+    ),
+    responses(
+        (status = 200, description = "A list of table identifiers", body = ListTablesResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn list_tables(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Query(query): Query<ListTablesQuery>,
+) -> Result<Json<ListTablesResponse>, ApiError> {
+    let listing = state.catalog.list_tables(&prefix, &namespace, query.page_token.as_deref(), query.page_size).await?;
+    Ok(Json(ListTablesResponse {
+        next_page_token: listing.next_page_token.map(PageToken),
+        identifiers: listing.items.into_iter().map(identifier).collect(),
+    }))
+}
+
+/// Create a table in the given namespace
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables",
+    tag = "Catalog API",
+    operation_id = "createTable",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    request_body = CreateTableRequest,
+    responses(
+        (status = 200, description = "Table metadata result after creating a table", body = LoadTableResult),
+        (status = 400, description = "Bad request, such as an invalid name, schema or location", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A table or view with that name exists", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn create_table(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Json(request): Json<CreateTableRequest>,
+) -> Result<Response, ApiError> {
+    let request = CreateTable {
+        name: request.name,
+        location: request.location,
+        schema: request.schema,
+        partition_spec: request.partition_spec,
+        write_order: request.write_order,
+        properties: request.properties.unwrap_or_default(),
+        stage_create: request.stage_create.unwrap_or(false),
+    };
+    load_result(state.catalog.create_table(&prefix, &namespace, request).await?)
+}
+
+/// Load a table from the catalog
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    tag = "Catalog API",
+    operation_id = "loadTable",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("table" = String, Path, description = "A table name"),
+        LoadTableQuery,
+    ),
+    responses(
+        (status = 200, description = "Table metadata result when loading a table", body = LoadTableResult),
+        (status = 304, description = "Not modified: the If-None-Match ETag is current"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn load_table(
+    State(state): State<AppState>,
+    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Query(query): Query<LoadTableQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let mode = match query.snapshots.as_deref() {
+        None | Some("all") => SnapshotMode::All,
+        Some("refs") => SnapshotMode::Refs,
+        Some(other) => return Err(ApiError::bad_request(format!("snapshots must be `all` or `refs`, not {other:?}"))),
+    };
+    let result = state.catalog.load_table(&prefix, &namespace, &table, mode).await?;
+    let not_modified = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .any(|tag| tag == result.etag || tag == "*" || tag.strip_prefix("W/") == Some(result.etag.as_str()));
+    if not_modified {
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        if let Ok(etag) = HeaderValue::from_str(&result.etag) {
+            response.headers_mut().insert(header::ETAG, etag);
+        }
+        return Ok(response);
+    }
+    load_result(result)
+}
+
+/// Check if a table exists
+#[utoipa::path(
+    head,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    tag = "Catalog API",
+    operation_id = "tableExists",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("table" = String, Path, description = "A table name"),
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn table_exists(
+    State(state): State<AppState>,
+    Path((prefix, namespace, table)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.table_exists(&prefix, &namespace, &table).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Commit updates to a table
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    tag = "Catalog API",
+    operation_id = "updateTable",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("table" = String, Path, description = "A table name"),
+    ),
+    request_body = CommitTableRequest,
+    responses(
+        (status = 200, description = "The new metadata", body = CommitTableResponse),
+        (status = 400, description = "Bad request: an unknown or invalid update or requirement", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A requirement failed: refresh and retry", body = IcebergErrorResponse),
+        (status = 500, description = "The commit state is unknown", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn update_table(
+    State(state): State<AppState>,
+    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Json(request): Json<CommitTableRequest>,
+) -> Result<Json<CommitTableResponse>, ApiError> {
+    let table = TableIdent::parse(&namespace, &table)?;
+    let change = TableChange { table, requirements: request.requirements, updates: request.updates };
+    let result = state.catalog.commit_table(&prefix, change).await?;
+    Ok(Json(CommitTableResponse {
+        metadata_location: result.metadata_location.unwrap_or_default(),
+        metadata: raw(result.metadata_json)?,
+    }))
+}
+
+/// Drop a table from the catalog
+#[utoipa::path(
+    delete,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    tag = "Catalog API",
+    operation_id = "dropTable",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("table" = String, Path, description = "A table name"),
+        DropTableQuery,
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn drop_table(
+    State(state): State<AppState>,
+    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Query(query): Query<DropTableQuery>,
+) -> Result<StatusCode, ApiError> {
+    let purge = query.purge().map_err(ApiError::bad_request)?;
+    state.catalog.drop_table(&prefix, &namespace, &table, purge).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Register a table in the given namespace using given metadata file location
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/register",
+    tag = "Catalog API",
+    operation_id = "registerTable",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    request_body = RegisterTableRequest,
+    responses(
+        (status = 200, description = "The registered table", body = LoadTableResult),
+        (status = 400, description = "Bad request: unreadable metadata, or a location outside the warehouse", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A table or view with that name exists", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn register_table(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Json(request): Json<RegisterTableRequest>,
+) -> Result<Response, ApiError> {
+    let result = state
+        .catalog
+        .register_table(&prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
+        .await?;
+    load_result(result)
+}
+
+/// Rename a table from its current name to a new name
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/tables/rename",
+    tag = "Catalog API",
+    operation_id = "renameTable",
+    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    request_body = RenameTableRequest,
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The source table or the destination namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "The destination name is taken", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn rename_table(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    Json(request): Json<RenameTableRequest>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.rename_table(&prefix, ident(request.source)?, ident(request.destination)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Send a metrics report to this endpoint to be processed by the backend
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    tag = "Catalog API",
+    operation_id = "reportMetrics",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("table" = String, Path, description = "A table name"),
+    ),
+    request_body = ReportMetricsRequest,
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request: not a scan or commit report", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn report_metrics(
+    State(state): State<AppState>,
+    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Json(request): Json<ReportMetricsRequest>,
+) -> Result<StatusCode, ApiError> {
+    let report_type = match request.report_type.as_str() {
+        "scan-report" => "scan-report",
+        "commit-report" => "commit-report",
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "report-type must be scan-report or commit-report, not {other:?}"
+            )));
+        }
+    };
+    state.catalog.table_exists(&prefix, &namespace, &table).await?;
+    state.metrics.record_report(report_type);
+    tracing::debug!(table = %request.table_name, snapshot_id = request.snapshot_id, report_type, metrics = request.metrics.len(), "metrics report");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Commit updates to multiple tables in an atomic operation
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/transactions/commit",
+    tag = "Catalog API",
+    operation_id = "commitTransaction",
+    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    request_body = CommitTransactionRequest,
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "A table does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A requirement failed: nothing was applied", body = IcebergErrorResponse),
+        (status = 500, description = "The commit state is unknown", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn commit_transaction(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    Json(request): Json<CommitTransactionRequest>,
+) -> Result<StatusCode, ApiError> {
+    let mut changes = Vec::with_capacity(request.table_changes.len());
+    for change in request.table_changes {
+        let identifier = change
+            .identifier
+            .ok_or_else(|| ApiError::bad_request("every table change in a transaction needs an identifier"))?;
+        changes.push(TableChange {
+            table: ident(identifier)?,
+            requirements: change.requirements,
+            updates: change.updates,
+        });
+    }
+    state.catalog.commit_transaction(&prefix, changes).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

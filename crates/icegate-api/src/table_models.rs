@@ -1,0 +1,142 @@
+//! Request and response bodies of the table endpoints, named as in the Iceberg REST spec. The
+//! Iceberg structures inside them (schemas, specs, metadata, updates, requirements) are the
+//! `iceberg` crate's own types, documented here as plain objects.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
+use iceberg::{TableRequirement, TableUpdate};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::models::{Namespace, PageToken};
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct TableIdentifier {
+    pub namespace: Namespace,
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct CreateTableRequest {
+    pub name: String,
+    pub location: Option<String>,
+    #[schema(value_type = Object)]
+    pub schema: Schema,
+    #[schema(value_type = Option<Object>)]
+    pub partition_spec: Option<UnboundPartitionSpec>,
+    #[schema(value_type = Option<Object>)]
+    pub write_order: Option<SortOrder>,
+    pub stage_create: Option<bool>,
+    pub properties: Option<HashMap<String, String>>,
+}
+
+/// Result used when a table is successfully loaded.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct LoadTableResult {
+    /// May be null if the table is staged as part of a transaction.
+    pub metadata_location: Option<String>,
+    #[schema(value_type = Object)]
+    pub metadata: Box<RawValue>,
+    pub config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct LoadTableQuery {
+    /// `all` (default) or `refs`: only snapshots referenced by branches or tags.
+    pub snapshots: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CommitTableRequest {
+    /// Required in commitTransaction; ignored (the path names the table) in updateTable.
+    pub identifier: Option<TableIdentifier>,
+    #[schema(value_type = Vec<Object>)]
+    pub requirements: Vec<TableRequirement>,
+    #[schema(value_type = Vec<Object>)]
+    pub updates: Vec<TableUpdate>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitTableResponse {
+    pub metadata_location: String,
+    #[schema(value_type = Object)]
+    pub metadata: Box<RawValue>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct CommitTransactionRequest {
+    pub table_changes: Vec<CommitTableRequest>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DropTableQuery {
+    /// Whether the user requested to purge the underlying table's data and metadata.
+    #[serde(rename = "purgeRequested", default)]
+    #[param(rename = "purgeRequested", value_type = Option<bool>)]
+    pub purge_requested: Option<String>,
+}
+
+impl DropTableQuery {
+    /// `true`/`false` in any case: PyIceberg sends Python's `True`/`False`.
+    pub fn purge(&self) -> Result<bool, String> {
+        match self.purge_requested.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("false") => Ok(false),
+            Some("true") => Ok(true),
+            Some(other) => Err(format!("purgeRequested must be true or false, not {other:?}")),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListTablesQuery {
+    #[serde(rename = "pageToken")]
+    #[param(rename = "pageToken")]
+    pub page_token: Option<String>,
+    #[serde(rename = "pageSize")]
+    #[param(rename = "pageSize")]
+    pub page_size: Option<i64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListTablesResponse {
+    #[serde(rename = "next-page-token")]
+    pub next_page_token: Option<PageToken>,
+    pub identifiers: Vec<TableIdentifier>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct RegisterTableRequest {
+    pub name: String,
+    pub metadata_location: String,
+    /// Repoint an existing table at this metadata file.
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RenameTableRequest {
+    pub source: TableIdentifier,
+    pub destination: TableIdentifier,
+}
+
+/// A scan or commit report (validated for its shape; counted in Prometheus).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct ReportMetricsRequest {
+    /// `scan-report` or `commit-report`.
+    pub report_type: String,
+    pub table_name: String,
+    pub snapshot_id: i64,
+    #[schema(value_type = Object)]
+    pub metrics: serde_json::Map<String, serde_json::Value>,
+}

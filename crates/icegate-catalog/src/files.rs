@@ -1,0 +1,19 @@
+//! The file operations the catalog needs from object storage: metadata files written before a
+//! commit and removed when it loses, metadata read on register, and purges. `icegate-storage`
+//! implements it with `object_store`.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+
+#[async_trait]
+pub trait FileIo: Send + Sync + 'static {
+    /// Writes a new file; fails if one exists at `location` already.
+    async fn write_new(&self, location: &str, bytes: Vec<u8>) -> Result<()>;
+    /// Reads a whole file (`NotFound`-style errors become `BadRequest` at the caller).
+    async fn read(&self, location: &str) -> Result<Vec<u8>>;
+    /// Deletes one file; a missing file is not an error.
+    async fn delete(&self, location: &str) -> Result<()>;
+    /// Deletes every file below `prefix` (a directory location) and returns how many.
+    async fn delete_prefix(&self, prefix: &str) -> Result<usize>;
+}

@@ -1,0 +1,691 @@
+//! Tables: create (and stage-create), load, commit, drop (and purge), rename, register, list.
+//!
+//! Metadata semantics come from the `iceberg` crate (`TableMetadataBuilder`,
+//! `TableUpdate::apply`, `TableRequirement::check`). A commit writes the new metadata file first,
+//! then compare-and-swaps the table row; the loser of a race deletes its file and, when its
+//! requirements still hold against the winner's metadata, re-applies its updates (as the Java
+//! reference server does) or else gets 409.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::time::Duration;
+
+use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
+use iceberg::{TableRequirement, TableUpdate};
+use sha2::{Digest, Sha256};
+
+use crate::error::{CatalogError, Result};
+use crate::ident::{NamespaceIdent, validate_name};
+use crate::pagination::{encode_token, page_request};
+use crate::service::{Catalog, Listing};
+use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
+
+/// How often a commit that lost a race is re-applied on the new metadata before giving up
+/// with 409.
+const MAX_COMMIT_ATTEMPTS: usize = 16;
+const PROPERTY_FORMAT_VERSION: &str = "format-version";
+const PROPERTY_METADATA_PATH: &str = "write.metadata.path";
+const PROPERTY_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+
+/// A table name within a namespace, validated for use in a storage path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableIdent {
+    pub namespace: NamespaceIdent,
+    pub name: String,
+}
+
+impl TableIdent {
+    pub fn parse(namespace: &str, name: &str) -> Result<Self> {
+        Self::new(NamespaceIdent::parse_encoded(namespace)?, name)
+    }
+
+    pub fn new(namespace: NamespaceIdent, name: &str) -> Result<Self> {
+        validate_name("table", name)?;
+        Ok(Self { namespace, name: name.to_owned() })
+    }
+}
+
+impl std::fmt::Display for TableIdent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// A createTable request, already deserialised into `iceberg` types.
+#[derive(Debug)]
+pub struct CreateTable {
+    pub name: String,
+    pub location: Option<String>,
+    pub schema: Schema,
+    pub partition_spec: Option<UnboundPartitionSpec>,
+    pub write_order: Option<SortOrder>,
+    pub properties: HashMap<String, String>,
+    pub stage_create: bool,
+}
+
+/// One table's requirements and updates in a commit.
+#[derive(Debug, Clone)]
+pub struct TableChange {
+    pub table: TableIdent,
+    pub requirements: Vec<TableRequirement>,
+    pub updates: Vec<TableUpdate>,
+}
+
+/// Which snapshots a loadTable response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    #[default]
+    All,
+    /// Only snapshots that a branch or tag references.
+    Refs,
+}
+
+/// A table as the REST API returns it.
+#[derive(Debug, Clone)]
+pub struct TableResult {
+    /// `None` for a staged (not yet created) table.
+    pub metadata_location: Option<String>,
+    /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
+    pub metadata_json: String,
+    pub etag: String,
+}
+
+fn etag(metadata_location: &str, mode: SnapshotMode) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(metadata_location.as_bytes());
+    hasher.update(if mode == SnapshotMode::All { b"|all" } else { b"|ref" });
+    let digest = hasher.finalize();
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// Parses metadata the store holds (it was written by us, so a failure is internal).
+fn parse_stored(tabular: &Tabular) -> Result<TableMetadata> {
+    serde_json::from_str(&tabular.metadata)
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {} is invalid: {e}", tabular.id)))
+}
+
+/// Parses a metadata file's bytes (plain or gzip-compressed JSON).
+fn parse_metadata_file(location: &str, bytes: &[u8]) -> Result<TableMetadata> {
+    let invalid = |e: String| CatalogError::bad_request(format!("invalid table metadata file {location}: {e}"));
+    let json = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut text = Vec::new();
+        flate2::read::GzDecoder::new(bytes).read_to_end(&mut text).map_err(|e| invalid(e.to_string()))?;
+        text
+    } else {
+        bytes.to_vec()
+    };
+    serde_json::from_slice(&json).map_err(|e| invalid(e.to_string()))
+}
+
+fn to_json(metadata: &TableMetadata) -> Result<String> {
+    serde_json::to_string(metadata).map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising metadata: {e}")))
+}
+
+/// A location with its trailing slashes removed, checked to lie strictly inside `root`.
+pub(crate) fn location_inside(root: &str, location: &str) -> Result<String> {
+    let trimmed = location.trim_end_matches('/');
+    let inside = trimmed.strip_prefix(root).is_some_and(|rest| rest.starts_with('/') && rest.len() > 1);
+    let rest = trimmed.strip_prefix(root).unwrap_or("");
+    if !inside
+        || rest[1..].split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        || trimmed.chars().any(char::is_control)
+    {
+        return Err(CatalogError::bad_request(format!(
+            "location {location} must lie inside the warehouse's storage root {root}"
+        )));
+    }
+    Ok(trimmed.to_owned())
+}
+
+/// `<metadata dir>/<NNNNN>-<uuid>.metadata.json` for the version after `previous` (or 0).
+fn metadata_file_location(metadata: &TableMetadata, previous: Option<&str>) -> String {
+    let dir = metadata
+        .properties()
+        .get(PROPERTY_METADATA_PATH)
+        .map(|p| p.trim_end_matches('/').to_owned())
+        .unwrap_or_else(|| format!("{}/metadata", metadata.location().trim_end_matches('/')));
+    let version = match previous {
+        None => 0,
+        Some(previous) => {
+            let file = previous.rsplit('/').next().unwrap_or("");
+            let digits: String = file.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().map_or(metadata.metadata_log().len() as u64, |v| v + 1)
+        }
+    };
+    format!("{dir}/{version:05}-{}.metadata.json", uuid::Uuid::new_v4())
+}
+
+/// Drops snapshots no branch or tag references (the `snapshots=refs` representation).
+fn referenced_snapshots_only(metadata_json: &str) -> Result<String> {
+    let mut value: serde_json::Value = serde_json::from_str(metadata_json)
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata is invalid: {e}")))?;
+    let mut keep: std::collections::HashSet<i64> = value["refs"]
+        .as_object()
+        .map(|refs| refs.values().filter_map(|r| r["snapshot-id"].as_i64()).collect())
+        .unwrap_or_default();
+    if let Some(current) = value["current-snapshot-id"].as_i64() {
+        keep.insert(current);
+    }
+    if let Some(snapshots) = value.get_mut("snapshots").and_then(|s| s.as_array_mut()) {
+        snapshots.retain(|s| s["snapshot-id"].as_i64().is_some_and(|id| keep.contains(&id)));
+    }
+    Ok(value.to_string())
+}
+
+impl Catalog {
+    async fn load_row(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Tabular>> {
+        self.store().load_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await
+    }
+
+    fn default_location(warehouse: &Warehouse, table: &TableIdent) -> String {
+        format!(
+            "{}/{}/{}-{}",
+            warehouse.storage_root.as_str(),
+            table.namespace.levels().join("/"),
+            table.name,
+            uuid::Uuid::new_v4().simple()
+        )
+    }
+
+    /// createTable, or stage-create when `request.stage_create`.
+    pub async fn create_table(&self, prefix: &str, namespace: &str, request: CreateTable) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, &request.name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        if !self.store().namespace_exists(&warehouse.id, &table.namespace).await? {
+            return Err(CatalogError::no_such_namespace(&table.namespace));
+        }
+        let location = match &request.location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
+            None => Self::default_location(&warehouse, &table),
+        };
+        let mut properties = request.properties;
+        let format_version = match properties.remove(PROPERTY_FORMAT_VERSION).as_deref() {
+            None => FormatVersion::V2,
+            Some("1") => FormatVersion::V1,
+            Some("2") => FormatVersion::V2,
+            Some("3") => FormatVersion::V3,
+            Some(other) => return Err(CatalogError::bad_request(format!("unsupported format-version {other}"))),
+        };
+        let creation = iceberg::TableCreation::builder()
+            .name(table.name.clone())
+            .location(location.clone())
+            .schema(request.schema)
+            .partition_spec_opt(request.partition_spec)
+            .sort_order_opt(request.write_order)
+            .properties(properties)
+            .format_version(format_version)
+            .build();
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+        let metadata_json = to_json(&metadata)?;
+        if request.stage_create {
+            let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
+            return Ok(TableResult { metadata_location: None, metadata_json, etag });
+        }
+        self.persist_new_table(&warehouse, &table, &location, &metadata, metadata_json).await
+    }
+
+    /// Writes version 0 of a new table's metadata and inserts its row; the file goes again if
+    /// the insert fails.
+    async fn persist_new_table(
+        &self,
+        warehouse: &Warehouse,
+        table: &TableIdent,
+        location: &str,
+        metadata: &TableMetadata,
+        metadata_json: String,
+    ) -> Result<TableResult> {
+        let metadata_location = metadata_file_location(metadata, None);
+        self.files().write_new(&metadata_location, metadata_json.clone().into_bytes()).await?;
+        let created = self
+            .store()
+            .create_tabular(&NewTabular {
+                warehouse_id: &warehouse.id,
+                namespace: &table.namespace,
+                name: &table.name,
+                kind: TabularKind::Table,
+                location,
+                metadata_location: &metadata_location,
+                metadata: &metadata_json,
+            })
+            .await;
+        if let Err(err) = created {
+            self.delete_quietly(&metadata_location).await;
+            return Err(err);
+        }
+        let etag = etag(&metadata_location, SnapshotMode::All);
+        Ok(TableResult { metadata_location: Some(metadata_location), metadata_json, etag })
+    }
+
+    async fn delete_quietly(&self, location: &str) {
+        if let Err(err) = self.files().delete(location).await {
+            tracing::warn!(%location, error = %err, "could not remove an unused metadata file");
+        }
+    }
+
+    /// loadTable. Reads the database only: the metadata JSON is kept beside its location.
+    pub async fn load_table(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        mode: SnapshotMode,
+    ) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+        let etag = etag(&row.metadata_location, mode);
+        let metadata_json = match mode {
+            SnapshotMode::All => row.metadata,
+            SnapshotMode::Refs => referenced_snapshots_only(&row.metadata)?,
+        };
+        Ok(TableResult { metadata_location: Some(row.metadata_location), metadata_json, etag })
+    }
+
+    pub async fn table_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        match self.load_row(&warehouse, &table).await? {
+            Some(_) => Ok(()),
+            None => Err(CatalogError::no_such_table(&table)),
+        }
+    }
+
+    pub async fn list_tables(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+    ) -> Result<Listing<TableIdent>> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let page = page_request(page_token, page_size)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::Table, &page).await?;
+        Ok(Listing {
+            items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
+            next_page_token: page.next_after.as_deref().map(encode_token),
+        })
+    }
+
+    /// dropTable; with `purge`, every file below the table's location goes too (and nothing
+    /// outside it).
+    pub async fn drop_table(&self, prefix: &str, namespace: &str, name: &str, purge: bool) -> Result<()> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let row = self
+            .store()
+            .drop_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        if purge {
+            // The row is gone, so the table is dropped whatever happens next; a failed purge is
+            // logged (with the location) for an operator to finish, not reported as a failed drop.
+            match self.files().delete_prefix(&row.location).await {
+                Ok(count) => {
+                    tracing::info!(table = %table, location = %row.location, files = count, "purged table files")
+                }
+                Err(err) => tracing::error!(table = %table, location = %row.location, error = ?err, "purge failed"),
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn rename_table(&self, prefix: &str, from: TableIdent, to: TableIdent) -> Result<()> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store()
+            .rename_tabular(&warehouse.id, TabularKind::Table, (&from.namespace, &from.name), (&to.namespace, &to.name))
+            .await
+    }
+
+    /// registerTable: adopts an existing metadata file; with `overwrite`, repoints an existing
+    /// table at it.
+    pub async fn register_table(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        metadata_location: &str,
+        overwrite: bool,
+    ) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let root = warehouse.storage_root.as_str();
+        location_inside(root, metadata_location)?;
+        let bytes = self.files().read(metadata_location).await?;
+        let metadata = parse_metadata_file(metadata_location, &bytes)?;
+        let location = location_inside(root, metadata.location())?;
+        let metadata_json = to_json(&metadata)?;
+        if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
+            let swap = MetadataSwap {
+                id: existing.id.clone(),
+                warehouse_id: warehouse.id.clone(),
+                expected_metadata_location: existing.metadata_location.clone(),
+                metadata_location: metadata_location.to_owned(),
+                metadata: metadata_json.clone(),
+                location: location.clone(),
+                location_changed: location != existing.location,
+            };
+            return match self.store().swap_metadata(&[swap]).await? {
+                SwapOutcome::Applied => Ok(TableResult {
+                    metadata_location: Some(metadata_location.to_owned()),
+                    etag: etag(metadata_location, SnapshotMode::All),
+                    metadata_json,
+                }),
+                SwapOutcome::Conflict(_) => {
+                    Err(CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry")))
+                }
+            };
+        }
+        self.store()
+            .create_tabular(&NewTabular {
+                warehouse_id: &warehouse.id,
+                namespace: &table.namespace,
+                name: &table.name,
+                kind: TabularKind::Table,
+                location: &location,
+                metadata_location,
+                metadata: &metadata_json,
+            })
+            .await?;
+        Ok(TableResult {
+            metadata_location: Some(metadata_location.to_owned()),
+            etag: etag(metadata_location, SnapshotMode::All),
+            metadata_json,
+        })
+    }
+
+    /// updateTable: one table's commit.
+    pub async fn commit_table(&self, prefix: &str, change: TableChange) -> Result<TableResult> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let mut results = self.commit(&warehouse, vec![change], false).await?;
+        Ok(results.remove(0))
+    }
+
+    /// commitTransaction: every table's changes, atomically.
+    pub async fn commit_transaction(&self, prefix: &str, changes: Vec<TableChange>) -> Result<()> {
+        if changes.is_empty() {
+            return Err(CatalogError::bad_request("a transaction needs at least one table change"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for change in &changes {
+            if !seen.insert((change.table.namespace.clone(), change.table.name.clone())) {
+                return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
+            }
+        }
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.commit(&warehouse, changes, true).await.map(|_| ())
+    }
+
+    async fn commit(
+        &self,
+        warehouse: &Warehouse,
+        changes: Vec<TableChange>,
+        transaction: bool,
+    ) -> Result<Vec<TableResult>> {
+        for attempt in 0..MAX_COMMIT_ATTEMPTS {
+            let mut staged = Vec::with_capacity(changes.len());
+            let mut creates = Vec::new();
+            for change in &changes {
+                let row = self.load_row(warehouse, &change.table).await?;
+                match row {
+                    None if change.requirements.contains(&TableRequirement::NotExist) => {
+                        if transaction {
+                            return Err(CatalogError::bad_request(
+                                "creating a table (assert-create) inside commitTransaction is not supported; \
+                                 commit the create on its own first",
+                            ));
+                        }
+                        creates.push(change);
+                    }
+                    None => return Err(CatalogError::no_such_table(&change.table)),
+                    Some(row) => staged.push(self.stage_change(warehouse, change, row)?),
+                }
+            }
+            if let Some(change) = creates.first() {
+                return Ok(vec![self.create_from_updates(warehouse, change).await?]);
+            }
+            // Nothing to write when no table changes (an empty update list is a no-op read).
+            let to_write: Vec<&StagedCommit> = staged.iter().filter(|s| s.swap.is_some()).collect();
+            for commit in &to_write {
+                let swap = commit.swap.as_ref().expect("filtered");
+                if let Err(err) =
+                    self.files().write_new(&swap.metadata_location, swap.metadata.clone().into_bytes()).await
+                {
+                    for written in to_write.iter().take_while(|c| !std::ptr::eq(*c, commit)) {
+                        self.delete_quietly(&written.swap.as_ref().expect("filtered").metadata_location).await;
+                    }
+                    return Err(err);
+                }
+            }
+            let swaps: Vec<MetadataSwap> = to_write.iter().map(|c| c.swap.clone().expect("filtered")).collect();
+            let outcome =
+                if swaps.is_empty() { Ok(SwapOutcome::Applied) } else { self.store().swap_metadata(&swaps).await };
+            match outcome {
+                Ok(SwapOutcome::Applied) => {
+                    for commit in &to_write {
+                        self.expire_metadata_files(commit).await;
+                    }
+                    return Ok(staged.into_iter().map(StagedCommit::into_result).collect());
+                }
+                Ok(SwapOutcome::Conflict(index)) => {
+                    for swap in &swaps {
+                        self.delete_quietly(&swap.metadata_location).await;
+                    }
+                    tracing::debug!(attempt, table = %to_write[index].table, "commit lost a race; re-checking");
+                    // A short, growing pause spreads out writers that keep colliding.
+                    tokio::time::sleep(Duration::from_millis((attempt as u64 + 1) * (attempt as u64 + 1))).await;
+                }
+                Err(err) => return Err(self.resolve_failed_swap(warehouse, &to_write, err).await),
+            }
+        }
+        Err(CatalogError::CommitFailed(format!(
+            "gave up after {MAX_COMMIT_ATTEMPTS} attempts: the table is being changed concurrently; retry"
+        )))
+    }
+
+    /// When the swap itself failed (the database went away mid-statement), find out whether it
+    /// applied. Only if that cannot be known is the state unknown, and the new files are kept,
+    /// because the table may already point at them.
+    async fn resolve_failed_swap(
+        &self,
+        warehouse: &Warehouse,
+        commits: &[&StagedCommit],
+        err: CatalogError,
+    ) -> CatalogError {
+        let mut all_old = true;
+        for commit in commits {
+            let swap = commit.swap.as_ref().expect("filtered");
+            match self.load_row(warehouse, &commit.table).await {
+                Ok(Some(row)) if row.metadata_location == swap.metadata_location => all_old = false,
+                Ok(Some(row)) if row.metadata_location == swap.expected_metadata_location => {}
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::error!(error = ?err, "commit outcome unknown: the metadata store failed during the swap");
+                    return CatalogError::CommitStateUnknown(
+                        "the metadata store failed while committing; the commit may or may not have been applied. \
+                         Reload the table before retrying."
+                            .into(),
+                    );
+                }
+            }
+        }
+        if all_old {
+            for commit in commits {
+                self.delete_quietly(&commit.swap.as_ref().expect("filtered").metadata_location).await;
+            }
+            err
+        } else {
+            tracing::error!(error = ?err, "commit partially visible after a store failure");
+            CatalogError::CommitStateUnknown("the commit outcome is unknown; reload the table before retrying".into())
+        }
+    }
+
+    /// Checks requirements against the current metadata and applies the updates.
+    fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, row: Tabular) -> Result<StagedCommit> {
+        let base = parse_stored(&row)?;
+        for requirement in &change.requirements {
+            requirement.check(Some(&base))?;
+        }
+        if change.updates.is_empty() {
+            let etag = etag(&row.metadata_location, SnapshotMode::All);
+            return Ok(StagedCommit {
+                table: change.table.clone(),
+                swap: None,
+                result: TableResult {
+                    metadata_location: Some(row.metadata_location),
+                    metadata_json: row.metadata,
+                    etag,
+                },
+                expired: Vec::new(),
+                delete_expired: false,
+            });
+        }
+        let mut builder = base.into_builder(Some(row.metadata_location.clone()));
+        for update in change.updates.iter().cloned() {
+            builder = update.apply(builder)?;
+        }
+        let built = builder.build()?;
+        let metadata = built.metadata;
+        let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
+        let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
+        let metadata_json = to_json(&metadata)?;
+        let delete_expired =
+            metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Ok(StagedCommit {
+            table: change.table.clone(),
+            swap: Some(MetadataSwap {
+                id: row.id,
+                warehouse_id: warehouse.id.clone(),
+                expected_metadata_location: row.metadata_location,
+                metadata_location: metadata_location.clone(),
+                metadata: metadata_json.clone(),
+                location_changed: location != row.location,
+                location,
+            }),
+            result: TableResult {
+                etag: etag(&metadata_location, SnapshotMode::All),
+                metadata_location: Some(metadata_location),
+                metadata_json,
+            },
+            expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
+            delete_expired,
+        })
+    }
+
+    /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
+    /// The first added schema, spec and sort order seed the metadata so their ids match what
+    /// the client staged (its data files may already reference them).
+    async fn create_from_updates(&self, warehouse: &Warehouse, change: &TableChange) -> Result<TableResult> {
+        for requirement in &change.requirements {
+            requirement.check(None)?;
+        }
+        let mut schema = None;
+        let mut spec = None;
+        let mut order = None;
+        let mut location = None;
+        let mut version = FormatVersion::V2;
+        for update in &change.updates {
+            match update {
+                TableUpdate::AddSchema { schema: s } if schema.is_none() => schema = Some(s.clone()),
+                TableUpdate::AddSpec { spec: s } if spec.is_none() => spec = Some(s.clone()),
+                TableUpdate::AddSortOrder { sort_order } if order.is_none() => order = Some(sort_order.clone()),
+                TableUpdate::SetLocation { location: l } => location = Some(l.clone()),
+                TableUpdate::UpgradeFormatVersion { format_version } => version = *format_version,
+                _ => {}
+            }
+        }
+        let schema = schema.ok_or_else(|| CatalogError::bad_request("creating a table needs an add-schema update"))?;
+        let location = match location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), &location)?,
+            None => Self::default_location(warehouse, &change.table),
+        };
+        let mut builder = TableMetadataBuilder::new(
+            schema,
+            spec.unwrap_or_else(|| UnboundPartitionSpec::builder().build()),
+            order.unwrap_or_else(SortOrder::unsorted_order),
+            location.clone(),
+            version,
+            HashMap::new(),
+        )?;
+        for update in change.updates.iter().cloned() {
+            builder = update.apply(builder)?;
+        }
+        let metadata = builder.build()?.metadata;
+        let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
+        let metadata_json = to_json(&metadata)?;
+        self.persist_new_table(warehouse, &change.table, &location, &metadata, metadata_json).await.map_err(|e| match e
+        {
+            CatalogError::AlreadyExists(_) => {
+                CatalogError::CommitFailed(format!("{} was created concurrently (assert-create failed)", change.table))
+            }
+            other => other,
+        })
+    }
+
+    /// After a successful commit: remove metadata files that fell out of the metadata log when
+    /// `write.metadata.delete-after-commit.enabled` is set.
+    async fn expire_metadata_files(&self, commit: &StagedCommit) {
+        if commit.delete_expired {
+            for file in &commit.expired {
+                self.delete_quietly(file).await;
+            }
+        }
+    }
+}
+
+/// One table's commit, prepared but not yet swapped in.
+struct StagedCommit {
+    table: TableIdent,
+    /// `None` when the change has no updates.
+    swap: Option<MetadataSwap>,
+    result: TableResult,
+    expired: Vec<String>,
+    delete_expired: bool,
+}
+
+impl StagedCommit {
+    fn into_result(self) -> TableResult {
+        self.result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_must_lie_strictly_inside_the_root() {
+        let root = "file:///wh";
+        assert_eq!(location_inside(root, "file:///wh/ns/t/").unwrap(), "file:///wh/ns/t");
+        for bad in [
+            "file:///wh",
+            "file:///wh/",
+            "file:///wh2/t",
+            "file:///other/t",
+            "file:///wh/../etc",
+            "file:///wh//t",
+            "file:///wh/a/./b",
+        ] {
+            assert!(location_inside(root, bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn etags_differ_by_location_and_representation() {
+        let a = etag("file:///wh/t/metadata/00001-x.metadata.json", SnapshotMode::All);
+        assert_ne!(a, etag("file:///wh/t/metadata/00002-y.metadata.json", SnapshotMode::All));
+        assert_ne!(a, etag("file:///wh/t/metadata/00001-x.metadata.json", SnapshotMode::Refs));
+        assert!(a.starts_with('"') && a.ends_with('"'));
+    }
+
+    #[test]
+    fn unreferenced_snapshots_are_dropped_for_the_refs_representation() {
+        let json = r#"{"current-snapshot-id": 3, "refs": {"main": {"snapshot-id": 3, "type": "branch"}, "t": {"snapshot-id": 1, "type": "tag"}},
+                       "snapshots": [{"snapshot-id": 1}, {"snapshot-id": 2}, {"snapshot-id": 3}]}"#;
+        let filtered: serde_json::Value = serde_json::from_str(&referenced_snapshots_only(json).unwrap()).unwrap();
+        let ids: Vec<i64> =
+            filtered["snapshots"].as_array().unwrap().iter().map(|s| s["snapshot-id"].as_i64().unwrap()).collect();
+        assert_eq!(ids, [1, 3]);
+    }
+}

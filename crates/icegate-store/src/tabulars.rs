@@ -1,0 +1,285 @@
+//! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
+//! drops, renames and listings.
+
+use icegate_catalog::store::{MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularKind};
+use icegate_catalog::{CatalogError, NamespaceIdent};
+use sqlx::any::AnyRow;
+use sqlx::error::ErrorKind;
+use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+
+use crate::namespaces::id_of;
+use crate::{Backend, SqlStore, db_error, is_violation, now_ms};
+
+fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
+    match value {
+        "table" => Ok(TabularKind::Table),
+        "view" => Ok(TabularKind::View),
+        other => Err(CatalogError::Internal(anyhow::anyhow!("unknown tabular kind {other:?}"))),
+    }
+}
+
+fn from_row(row: &AnyRow) -> Result<Tabular, CatalogError> {
+    Ok(Tabular {
+        id: row.try_get("id").map_err(db_error)?,
+        kind: kind_from(&row.try_get::<String, _>("kind").map_err(db_error)?)?,
+        location: row.try_get("location").map_err(db_error)?,
+        metadata_location: row.try_get("metadata_location").map_err(db_error)?,
+        metadata: row.try_get("metadata").map_err(db_error)?,
+    })
+}
+
+fn already_exists(namespace: &NamespaceIdent, name: &str) -> CatalogError {
+    CatalogError::AlreadyExists(format!("A table or view already exists with that name: {namespace}.{name}"))
+}
+
+/// Serialises location-allocating changes within one warehouse, so two concurrent creates can
+/// never both pass the overlap check. PostgreSQL: a row lock on the warehouse that does not block
+/// the foreign-key checks of ordinary inserts (FOR NO KEY UPDATE vs. FOR KEY SHARE). SQLite: the
+/// transaction already holds the database's write lock (BEGIN IMMEDIATE).
+async fn lock_warehouse(
+    store: &SqlStore,
+    tx: &mut Transaction<'static, Any>,
+    warehouse_id: &str,
+) -> Result<(), CatalogError> {
+    if store.backend == Backend::Postgres {
+        sqlx::query("SELECT id FROM warehouses WHERE id = $1 FOR NO KEY UPDATE")
+            .bind(warehouse_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
+    }
+    Ok(())
+}
+
+/// Fails when `location` equals, lies inside, or contains another table's or view's location.
+async fn check_overlap(
+    tx: &mut Transaction<'static, Any>,
+    warehouse_id: &str,
+    location: &str,
+    exclude_id: Option<&str>,
+) -> Result<(), CatalogError> {
+    // The location itself and every ancestor directory: a row there contains `location`.
+    let mut candidates = vec![location.to_owned()];
+    let mut current = location;
+    while let Some((parent, _)) = current.rsplit_once('/') {
+        if parent.ends_with('/') || parent.is_empty() {
+            break; // reached "scheme://" or "file://"'s root slash
+        }
+        candidates.push(parent.to_owned());
+        current = parent;
+    }
+    // Built at run time because the number of ancestors varies; every value is a bind parameter.
+    // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 4)).collect();
+    let sql = format!(
+        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 \
+         AND (location IN ({}) OR (location > $3 || '/' AND location < $3 || '0')) LIMIT 1",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(warehouse_id).bind(exclude_id.unwrap_or("")).bind(location);
+    for candidate in &candidates {
+        query = query.bind(candidate.as_str());
+    }
+    if query.fetch_optional(&mut **tx).await.map_err(db_error)?.is_some() {
+        return Err(CatalogError::bad_request(format!(
+            "location {location} overlaps the location of another table or view"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<String, CatalogError> {
+    let mut tx = store.begin_write().await?;
+    lock_warehouse(store, &mut tx, new.warehouse_id).await?;
+    let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
+        .await?
+        .ok_or_else(|| CatalogError::no_such_namespace(new.namespace))?;
+    check_overlap(&mut tx, new.warehouse_id, new.location, None).await?;
+    let id = uuid::Uuid::now_v7().to_string();
+    let inserted = sqlx::query(
+        "INSERT INTO tabulars (id, warehouse_id, namespace_id, name, kind, location, metadata_location, metadata, \
+         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+    )
+    .bind(&id)
+    .bind(new.warehouse_id)
+    .bind(namespace_id)
+    .bind(new.name)
+    .bind(new.kind.as_str())
+    .bind(new.location)
+    .bind(new.metadata_location)
+    .bind(new.metadata)
+    .bind(now_ms())
+    .execute(&mut *tx)
+    .await;
+    match inserted {
+        Ok(_) => {}
+        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => return Err(already_exists(new.namespace, new.name)),
+        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+            return Err(CatalogError::no_such_namespace(new.namespace));
+        }
+        Err(e) => return Err(db_error(e)),
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(id)
+}
+
+pub(crate) async fn load(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    name: &str,
+    kind: TabularKind,
+) -> Result<Option<Tabular>, CatalogError> {
+    let row = sqlx::query(
+        "SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata FROM tabulars t \
+         JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4",
+    )
+    .bind(warehouse_id)
+    .bind(namespace.encoded())
+    .bind(name)
+    .bind(kind.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_error)?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The compare-and-swap itself: applies only if the row still points at the expected file.
+const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, location = $3, updated_at = $4 \
+                        WHERE id = $5 AND metadata_location = $6";
+
+pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
+    let now = now_ms();
+    // The common case, one table and no new location, is a single autocommit statement: one
+    // round trip, and the database's row lock orders concurrent swaps.
+    if let [only] = swaps
+        && !only.location_changed
+    {
+        let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
+        return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
+    }
+    let mut tx = store.begin_write().await?;
+    for (index, swap) in swaps.iter().enumerate() {
+        if swap.location_changed {
+            lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
+            check_overlap(&mut tx, &swap.warehouse_id, &swap.location, Some(&swap.id)).await?;
+        }
+        let done = bind_swap(swap, now).execute(&mut *tx).await.map_err(db_error)?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await.map_err(db_error)?;
+            return Ok(SwapOutcome::Conflict(index));
+        }
+    }
+    tx.commit().await.map_err(db_error)?;
+    Ok(SwapOutcome::Applied)
+}
+
+fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
+    sqlx::query(SWAP_SQL)
+        .bind(swap.metadata_location.as_str())
+        .bind(swap.metadata.as_str())
+        .bind(swap.location.as_str())
+        .bind(now)
+        .bind(swap.id.as_str())
+        .bind(swap.expected_metadata_location.as_str())
+}
+
+pub(crate) async fn drop(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    name: &str,
+    kind: TabularKind,
+) -> Result<Option<Tabular>, CatalogError> {
+    let row = sqlx::query(
+        "DELETE FROM tabulars WHERE id = (SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4) \
+         RETURNING id, kind, location, metadata_location, metadata",
+    )
+    .bind(warehouse_id)
+    .bind(namespace.encoded())
+    .bind(name)
+    .bind(kind.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_error)?;
+    row.as_ref().map(from_row).transpose()
+}
+
+pub(crate) async fn rename(
+    store: &SqlStore,
+    warehouse_id: &str,
+    kind: TabularKind,
+    from: (&NamespaceIdent, &str),
+    to: (&NamespaceIdent, &str),
+) -> Result<(), CatalogError> {
+    let not_found = |ns: &NamespaceIdent, name: &str| match kind {
+        TabularKind::Table => CatalogError::no_such_table(format!("{ns}.{name}")),
+        TabularKind::View => CatalogError::no_such_view(format!("{ns}.{name}")),
+    };
+    let mut tx = store.begin_write().await?;
+    let source = sqlx::query(
+        "SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4",
+    )
+    .bind(warehouse_id)
+    .bind(from.0.encoded())
+    .bind(from.1)
+    .bind(kind.as_str())
+    .fetch_optional(&mut *tx)
+    .await
+    .map_err(db_error)?
+    .ok_or_else(|| not_found(from.0, from.1))?;
+    let id: String = source.try_get("id").map_err(db_error)?;
+    let target_namespace =
+        id_of(&mut *tx, warehouse_id, to.0).await?.ok_or_else(|| CatalogError::no_such_namespace(to.0))?;
+    let updated = sqlx::query("UPDATE tabulars SET namespace_id = $1, name = $2, updated_at = $3 WHERE id = $4")
+        .bind(target_namespace)
+        .bind(to.1)
+        .bind(now_ms())
+        .bind(&id)
+        .execute(&mut *tx)
+        .await;
+    match updated {
+        Ok(_) => {}
+        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => return Err(already_exists(to.0, to.1)),
+        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+            return Err(CatalogError::no_such_namespace(to.0));
+        }
+        Err(e) => return Err(db_error(e)),
+    }
+    tx.commit().await.map_err(db_error)
+}
+
+pub(crate) async fn list(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    kind: TabularKind,
+    page: &PageRequest,
+) -> Result<Page<String>, CatalogError> {
+    let namespace_id =
+        id_of(&store.pool, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+    let fetch = page.limit.map_or(i64::MAX, |l| i64::from(l) + 1);
+    let rows = sqlx::query(
+        "SELECT name FROM tabulars WHERE namespace_id = $1 AND kind = $2 AND name > $3 ORDER BY name LIMIT $4",
+    )
+    .bind(namespace_id)
+    .bind(kind.as_str())
+    .bind(page.after.clone().unwrap_or_default())
+    .bind(fetch)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_error)?;
+    let mut names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+    let next_after = match page.limit {
+        Some(limit) if names.len() > limit as usize => {
+            names.truncate(limit as usize);
+            names.last().cloned()
+        }
+        _ => None,
+    };
+    Ok(Page { items: names, next_after })
+}
