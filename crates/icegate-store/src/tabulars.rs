@@ -95,6 +95,16 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
     let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
         .await?
         .ok_or_else(|| CatalogError::no_such_namespace(new.namespace))?;
+    // A taken name is the more useful answer (409) than an overlapping location (400).
+    let taken = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2")
+        .bind(&namespace_id)
+        .bind(new.name)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    if taken.is_some() {
+        return Err(already_exists(new.namespace, new.name));
+    }
     check_overlap(&mut tx, new.warehouse_id, new.location, None).await?;
     let id = uuid::Uuid::now_v7().to_string();
     let inserted = sqlx::query(

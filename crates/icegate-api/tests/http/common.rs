@@ -17,6 +17,8 @@ pub struct TestApp {
     /// The `default` warehouse's prefix.
     pub prefix: String,
     pub _db: Option<TestDatabase>,
+    /// The `default` warehouse's directory (a `file://` root), removed with the app.
+    pub warehouse_dir: Option<tempfile::TempDir>,
     _server: tokio::task::JoinHandle<()>,
 }
 
@@ -30,13 +32,13 @@ impl TestApp {
         let db = TestDatabase::new(backend).await;
         let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
         let name = WarehouseName::parse("default").unwrap();
-        let warehouse = store
-            .ensure_warehouse(&name, &StorageRoot::parse("file:///tmp/icegate-test/default").unwrap())
-            .await
-            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
+        let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
         let mut app = Self::serve(store, Some(name), default_options()).await;
         app.prefix = warehouse.id;
         app._db = Some(db);
+        app.warehouse_dir = Some(dir);
         app
     }
 
@@ -53,7 +55,19 @@ impl TestApp {
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
-        Self { base, client: reqwest::Client::new(), prefix: String::new(), _db: None, _server: server }
+        Self {
+            base,
+            client: reqwest::Client::new(),
+            prefix: String::new(),
+            _db: None,
+            warehouse_dir: None,
+            _server: server,
+        }
+    }
+
+    /// The default warehouse's root as a `file://` URL.
+    pub fn root(&self) -> String {
+        format!("file://{}", self.warehouse_dir.as_ref().expect("spawned app").path().display())
     }
 
     pub fn url(&self, path: &str) -> String {

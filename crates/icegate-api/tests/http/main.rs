@@ -5,3 +5,4 @@ mod config;
 mod layer;
 mod management;
 mod namespaces;
+mod tables;
