@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{config, namespaces, ops, tables, warehouses};
+use crate::routes::{config, namespaces, ops, tables, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -118,6 +118,10 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(tables::rename_table))
         .routes(routes!(tables::report_metrics))
         .routes(routes!(tables::commit_transaction))
+        .routes(routes!(views::list_views, views::create_view))
+        .routes(routes!(views::load_view, views::replace_view, views::drop_view, views::view_exists))
+        .routes(routes!(views::rename_view))
+        .routes(routes!(views::register_view))
         .split_for_parts();
     let (management_router, management) = OpenApiRouter::with_openapi(ManagementDoc::openapi())
         .routes(routes!(warehouses::create_warehouse, warehouses::list_warehouses))

@@ -140,3 +140,43 @@ pub struct ReportMetricsRequest {
     #[schema(value_type = Object)]
     pub metrics: serde_json::Map<String, serde_json::Value>,
 }
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct CreateViewRequest {
+    pub name: String,
+    pub location: Option<String>,
+    #[schema(value_type = Object)]
+    pub schema: Schema,
+    #[schema(value_type = Object)]
+    pub view_version: iceberg::spec::ViewVersion,
+    #[serde(default)]
+    pub properties: HashMap<String, String>,
+}
+
+/// Result used when a view is successfully loaded.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct LoadViewResult {
+    pub metadata_location: String,
+    #[schema(value_type = Object)]
+    pub metadata: Box<RawValue>,
+    pub config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CommitViewRequest {
+    pub identifier: Option<TableIdentifier>,
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub requirements: Vec<icegate_catalog::views::ViewRequirement>,
+    #[schema(value_type = Vec<Object>)]
+    pub updates: Vec<iceberg::ViewUpdate>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct RegisterViewRequest {
+    pub name: String,
+    pub metadata_location: String,
+}

@@ -11,6 +11,7 @@ pub mod pagination;
 pub mod service;
 pub mod store;
 pub mod tables;
+pub mod views;
 
 pub use error::{CatalogError, ObjectKind, Result};
 pub use ident::{NamespaceIdent, StorageRoot, WarehouseName};

@@ -5,4 +5,5 @@ pub mod config;
 pub mod namespaces;
 pub mod ops;
 pub mod tables;
+pub mod views;
 pub mod warehouses;

@@ -6,3 +6,4 @@ mod layer;
 mod management;
 mod namespaces;
 mod tables;
+mod views;

@@ -1,0 +1,256 @@
+//! View operations of the Iceberg REST catalog.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use icegate_catalog::NamespaceIdent;
+use icegate_catalog::tables::TableIdent;
+use icegate_catalog::views::{CreateView, ViewResult};
+use serde_json::value::RawValue;
+
+use crate::AppState;
+use crate::error::{ApiError, IcebergErrorResponse};
+use crate::extract::{Json, Path, Query};
+use crate::models::{Namespace, PageToken};
+use crate::table_models::{
+    CommitViewRequest, CreateViewRequest, ListTablesQuery, ListTablesResponse, LoadViewResult, RegisterViewRequest,
+    RenameTableRequest, TableIdentifier,
+};
+
+fn result(view: ViewResult) -> Result<Json<LoadViewResult>, ApiError> {
+    let metadata = RawValue::from_string(view.metadata_json)
+        .map_err(|e| icegate_catalog::CatalogError::Internal(anyhow::anyhow!("view metadata is not JSON: {e}")))?;
+    Ok(Json(LoadViewResult { metadata_location: view.metadata_location, metadata, config: BTreeMap::new() }))
+}
+
+fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
+    Ok(TableIdent::new(NamespaceIdent::from_levels(identifier.namespace.0)?, &identifier.name)?)
+}
+
+/// List all view identifiers underneath a given namespace
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}/views",
+    tag = "Catalog API",
+    operation_id = "listViews",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ListTablesQuery,
+    ),
+    responses(
+        (status = 200, description = "A list of view identifiers", body = ListTablesResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn list_views(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Query(query): Query<ListTablesQuery>,
+) -> Result<Json<ListTablesResponse>, ApiError> {
+    let listing = state.catalog.list_views(&prefix, &namespace, query.page_token.as_deref(), query.page_size).await?;
+    Ok(Json(ListTablesResponse {
+        next_page_token: listing.next_page_token.map(PageToken),
+        identifiers: listing
+            .items
+            .into_iter()
+            .map(|v| TableIdentifier { namespace: Namespace(v.namespace.levels().to_vec()), name: v.name })
+            .collect(),
+    }))
+}
+
+/// Create a view in the given namespace
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/views",
+    tag = "Catalog API",
+    operation_id = "createView",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    request_body = CreateViewRequest,
+    responses(
+        (status = 200, description = "View metadata result", body = LoadViewResult),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A table or view with that name exists", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn create_view(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Json(request): Json<CreateViewRequest>,
+) -> Result<Json<LoadViewResult>, ApiError> {
+    let request = CreateView {
+        name: request.name,
+        location: request.location,
+        schema: request.schema,
+        view_version: request.view_version,
+        properties: request.properties,
+    };
+    result(state.catalog.create_view(&prefix, &namespace, request).await?)
+}
+
+/// Load a view from the catalog
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
+    tag = "Catalog API",
+    operation_id = "loadView",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("view" = String, Path, description = "A view name"),
+    ),
+    responses(
+        (status = 200, description = "View metadata result", body = LoadViewResult),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The view does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn load_view(
+    State(state): State<AppState>,
+    Path((prefix, namespace, view)): Path<(String, String, String)>,
+) -> Result<Json<LoadViewResult>, ApiError> {
+    result(state.catalog.load_view(&prefix, &namespace, &view).await?)
+}
+
+/// Replace a view
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
+    tag = "Catalog API",
+    operation_id = "replaceView",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("view" = String, Path, description = "A view name"),
+    ),
+    request_body = CommitViewRequest,
+    responses(
+        (status = 200, description = "View metadata result", body = LoadViewResult),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The view does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "The view UUID requirement failed", body = IcebergErrorResponse),
+        (status = 500, description = "The commit state is unknown", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn replace_view(
+    State(state): State<AppState>,
+    Path((prefix, namespace, view)): Path<(String, String, String)>,
+    Json(request): Json<CommitViewRequest>,
+) -> Result<Json<LoadViewResult>, ApiError> {
+    let view = TableIdent::parse(&namespace, &view)?;
+    result(state.catalog.replace_view(&prefix, view, request.requirements, request.updates).await?)
+}
+
+/// Drop a view from the catalog
+#[utoipa::path(
+    delete,
+    path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
+    tag = "Catalog API",
+    operation_id = "dropView",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("view" = String, Path, description = "A view name"),
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The view does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn drop_view(
+    State(state): State<AppState>,
+    Path((prefix, namespace, view)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.drop_view(&prefix, &namespace, &view).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Check if a view exists
+#[utoipa::path(
+    head,
+    path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
+    tag = "Catalog API",
+    operation_id = "viewExists",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+        ("view" = String, Path, description = "A view name"),
+    ),
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request (HEAD responses carry no body)"),
+        (status = 404, description = "The view does not exist (no body)"),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn view_exists(
+    State(state): State<AppState>,
+    Path((prefix, namespace, view)): Path<(String, String, String)>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.view_exists(&prefix, &namespace, &view).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Rename a view from its current name to a new name
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/views/rename",
+    tag = "Catalog API",
+    operation_id = "renameView",
+    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    request_body = RenameTableRequest,
+    responses(
+        (status = 204, description = "Success, no content"),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 404, description = "The source view or the destination namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "The destination name is taken", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn rename_view(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    Json(request): Json<RenameTableRequest>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.rename_view(&prefix, ident(request.source)?, ident(request.destination)?).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Register a view using a given metadata file location
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/register-view",
+    tag = "Catalog API",
+    operation_id = "registerView",
+    params(
+        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
+        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
+    ),
+    request_body = RegisterViewRequest,
+    responses(
+        (status = 200, description = "The registered view", body = LoadViewResult),
+        (status = 400, description = "Bad request: unreadable metadata, or a location outside the warehouse", body = IcebergErrorResponse),
+        (status = 404, description = "The namespace does not exist", body = IcebergErrorResponse),
+        (status = 409, description = "A table or view with that name exists", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn register_view(
+    State(state): State<AppState>,
+    Path((prefix, namespace)): Path<(String, String)>,
+    Json(request): Json<RegisterViewRequest>,
+) -> Result<Json<LoadViewResult>, ApiError> {
+    result(state.catalog.register_view(&prefix, &namespace, &request.name, &request.metadata_location).await?)
+}

@@ -1,0 +1,282 @@
+//! Views: create, load, replace (commit), drop, rename, register, list.
+//!
+//! View metadata semantics come from the `iceberg` crate's `ViewMetadataBuilder`; commits use
+//! the same write-then-compare-and-swap as tables.
+
+use std::collections::HashMap;
+
+use iceberg::ViewUpdate;
+use iceberg::spec::{Schema, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder, ViewVersion};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CatalogError, Result};
+use crate::ident::{NamespaceIdent, validate_name};
+use crate::pagination::{encode_token, page_request};
+use crate::service::{Catalog, Listing};
+use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
+use crate::tables::{TableIdent, location_inside};
+
+const MAX_COMMIT_ATTEMPTS: usize = 16;
+
+/// The one view requirement of the spec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ViewRequirement {
+    #[serde(rename = "assert-view-uuid")]
+    AssertViewUuid { uuid: uuid::Uuid },
+}
+
+#[derive(Debug)]
+pub struct CreateView {
+    pub name: String,
+    pub location: Option<String>,
+    pub schema: Schema,
+    pub view_version: ViewVersion,
+    pub properties: HashMap<String, String>,
+}
+
+/// A view as the REST API returns it.
+#[derive(Debug, Clone)]
+pub struct ViewResult {
+    pub metadata_location: String,
+    pub metadata_json: String,
+}
+
+fn parse_view(json: &str, what: &str) -> Result<ViewMetadata> {
+    serde_json::from_str(json).map_err(|e| CatalogError::bad_request(format!("invalid view metadata {what}: {e}")))
+}
+
+fn to_json(metadata: &ViewMetadata) -> Result<String> {
+    serde_json::to_string(metadata)
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising view metadata: {e}")))
+}
+
+fn view_file_location(metadata: &ViewMetadata, previous: Option<&str>) -> String {
+    let version = previous
+        .and_then(|p| p.rsplit('/').next())
+        .map(|file| file.chars().take_while(char::is_ascii_digit).collect::<String>())
+        .and_then(|digits| digits.parse::<u64>().ok())
+        .map_or(0, |v| v + 1);
+    format!(
+        "{}/metadata/{version:05}-{}.metadata.json",
+        metadata.location().trim_end_matches('/'),
+        uuid::Uuid::new_v4()
+    )
+}
+
+fn apply(builder: ViewMetadataBuilder, update: ViewUpdate) -> Result<ViewMetadataBuilder> {
+    Ok(match update {
+        ViewUpdate::AssignUuid { uuid } => builder.assign_uuid(uuid),
+        ViewUpdate::UpgradeFormatVersion { format_version } => builder.upgrade_format_version(format_version)?,
+        ViewUpdate::AddSchema { schema, .. } => builder.add_schema(schema),
+        ViewUpdate::SetLocation { location } => builder.set_location(location),
+        ViewUpdate::SetProperties { updates } => builder.set_properties(updates)?,
+        ViewUpdate::RemoveProperties { removals } => builder.remove_properties(&removals),
+        ViewUpdate::AddViewVersion { view_version } => builder.add_version(view_version)?,
+        ViewUpdate::SetCurrentViewVersion { view_version_id } => builder.set_current_version_id(view_version_id)?,
+    })
+}
+
+impl Catalog {
+    async fn load_view_row(&self, warehouse: &Warehouse, view: &TableIdent) -> Result<Option<Tabular>> {
+        self.store().load_tabular(&warehouse.id, &view.namespace, &view.name, TabularKind::View).await
+    }
+
+    fn view_ident(namespace: &str, name: &str) -> Result<TableIdent> {
+        validate_name("view", name)?;
+        TableIdent::parse(namespace, name)
+    }
+
+    pub async fn create_view(&self, prefix: &str, namespace: &str, request: CreateView) -> Result<ViewResult> {
+        let view = Self::view_ident(namespace, &request.name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        if !self.store().namespace_exists(&warehouse.id, &view.namespace).await? {
+            return Err(CatalogError::no_such_namespace(&view.namespace));
+        }
+        let location = match &request.location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
+            None => format!(
+                "{}/{}/{}-{}",
+                warehouse.storage_root.as_str(),
+                view.namespace.levels().join("/"),
+                view.name,
+                uuid::Uuid::new_v4().simple()
+            ),
+        };
+        let metadata = ViewMetadataBuilder::new(
+            location.clone(),
+            request.schema,
+            request.view_version,
+            ViewFormatVersion::V1,
+            request.properties,
+        )?
+        .build()?
+        .metadata;
+        let metadata_json = to_json(&metadata)?;
+        let metadata_location = view_file_location(&metadata, None);
+        self.insert_view(&warehouse, &view, &location, &metadata_location, metadata_json, true).await
+    }
+
+    async fn insert_view(
+        &self,
+        warehouse: &Warehouse,
+        view: &TableIdent,
+        location: &str,
+        metadata_location: &str,
+        metadata_json: String,
+        write_file: bool,
+    ) -> Result<ViewResult> {
+        if write_file {
+            self.files().write_new(metadata_location, metadata_json.clone().into_bytes()).await?;
+        }
+        let created = self
+            .store()
+            .create_tabular(&NewTabular {
+                warehouse_id: &warehouse.id,
+                namespace: &view.namespace,
+                name: &view.name,
+                kind: TabularKind::View,
+                location,
+                metadata_location,
+                metadata: &metadata_json,
+            })
+            .await;
+        if let Err(err) = created {
+            if write_file {
+                let _ = self.files().delete(metadata_location).await;
+            }
+            return Err(err);
+        }
+        Ok(ViewResult { metadata_location: metadata_location.to_owned(), metadata_json })
+    }
+
+    pub async fn load_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<ViewResult> {
+        let view = Self::view_ident(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
+        Ok(ViewResult { metadata_location: row.metadata_location, metadata_json: row.metadata })
+    }
+
+    pub async fn view_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+        self.load_view(prefix, namespace, name).await.map(|_| ())
+    }
+
+    pub async fn list_views(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+    ) -> Result<Listing<TableIdent>> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let page = page_request(page_token, page_size)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::View, &page).await?;
+        Ok(Listing {
+            items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
+            next_page_token: page.next_after.as_deref().map(encode_token),
+        })
+    }
+
+    pub async fn drop_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+        let view = Self::view_ident(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store()
+            .drop_tabular(&warehouse.id, &view.namespace, &view.name, TabularKind::View)
+            .await?
+            .map(|_| ())
+            .ok_or_else(|| CatalogError::no_such_view(&view))
+    }
+
+    pub async fn rename_view(&self, prefix: &str, from: TableIdent, to: TableIdent) -> Result<()> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.store()
+            .rename_tabular(&warehouse.id, TabularKind::View, (&from.namespace, &from.name), (&to.namespace, &to.name))
+            .await
+    }
+
+    pub async fn register_view(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        metadata_location: &str,
+    ) -> Result<ViewResult> {
+        let view = Self::view_ident(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let root = warehouse.storage_root.as_str();
+        location_inside(root, metadata_location)?;
+        let bytes = self.files().read(metadata_location).await?;
+        let text =
+            String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
+        let metadata = parse_view(&text, metadata_location)?;
+        let location = location_inside(root, metadata.location())?;
+        self.insert_view(&warehouse, &view, &location, metadata_location, to_json(&metadata)?, false).await
+    }
+
+    /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer;
+    /// re-applies on a lost race while the requirements still hold.
+    pub async fn replace_view(
+        &self,
+        prefix: &str,
+        view: TableIdent,
+        requirements: Vec<ViewRequirement>,
+        updates: Vec<ViewUpdate>,
+    ) -> Result<ViewResult> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        for attempt in 0..MAX_COMMIT_ATTEMPTS {
+            let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
+            let base = parse_view(&row.metadata, "in the store")?;
+            for requirement in &requirements {
+                let ViewRequirement::AssertViewUuid { uuid } = requirement;
+                if *uuid != base.uuid() {
+                    return Err(CatalogError::CommitFailed(format!(
+                        "Requirement failed: view UUID does not match (expected {uuid}, found {})",
+                        base.uuid()
+                    )));
+                }
+            }
+            let mut builder = base.into_builder();
+            for update in updates.iter().cloned() {
+                builder = apply(builder, update)?;
+            }
+            let metadata = builder.build()?.metadata;
+            let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
+            let metadata_json = to_json(&metadata)?;
+            let metadata_location = view_file_location(&metadata, Some(&row.metadata_location));
+            self.files().write_new(&metadata_location, metadata_json.clone().into_bytes()).await?;
+            let swap = MetadataSwap {
+                id: row.id,
+                warehouse_id: warehouse.id.clone(),
+                expected_metadata_location: row.metadata_location,
+                metadata_location: metadata_location.clone(),
+                metadata: metadata_json.clone(),
+                location_changed: location != row.location,
+                location,
+            };
+            match self.store().swap_metadata(std::slice::from_ref(&swap)).await {
+                Ok(SwapOutcome::Applied) => return Ok(ViewResult { metadata_location, metadata_json }),
+                Ok(SwapOutcome::Conflict(_)) => {
+                    let _ = self.files().delete(&metadata_location).await;
+                    tracing::debug!(attempt, view = %view, "view commit lost a race; re-checking");
+                }
+                Err(err) => {
+                    // Whether the swap applied is learned from the row, as for tables.
+                    return match self.load_view_row(&warehouse, &view).await {
+                        Ok(Some(now)) if now.metadata_location == metadata_location => {
+                            Ok(ViewResult { metadata_location, metadata_json })
+                        }
+                        Ok(_) => {
+                            let _ = self.files().delete(&metadata_location).await;
+                            Err(err)
+                        }
+                        Err(_) => Err(CatalogError::CommitStateUnknown(
+                            "the metadata store failed while committing; reload the view before retrying".into(),
+                        )),
+                    };
+                }
+            }
+        }
+        Err(CatalogError::CommitFailed("the view is being changed concurrently; retry".into()))
+    }
+}
