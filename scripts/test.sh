@@ -9,7 +9,11 @@
 # and allow local trust auth for user postgres, or `docker compose up -d postgres` (see
 # docker-compose.yml) and ICEGATE_TEST_DATABASE_URL=postgres://icegate:icegate@127.0.0.1:5432/icegate.
 #
-# Caches: CARGO_TARGET_DIR (default ./target) and ICEGATE_VENV (default ./.venv-tests).
+# The Spark test also needs Java 17 and, once, Debian's jarjar/Jackson/httpclient5 packages
+# (tests/spark/prepare.sh installs them with apt-get when run as root).
+#
+# Caches: CARGO_TARGET_DIR (default ./target), ICEGATE_VENV (default ./.venv-tests) and
+# ICEGATE_SPARK_JARS (default ~/.cache/icegate/spark-jars).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

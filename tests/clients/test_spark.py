@@ -1,0 +1,95 @@
+"""Spark 3.5 with the Iceberg 1.10 Spark runtime drives icegate through SQL: CREATE TABLE,
+INSERT, MERGE INTO, ALTER TABLE ADD COLUMN, CREATE VIEW and SELECT from it, RENAME, and
+DROP TABLE PURGE. The runtime jars come from tests/spark/prepare.sh (offline)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def spark_jars():
+    out = Path(os.environ.get("ICEGATE_SPARK_JARS", Path.home() / ".cache" / "icegate" / "spark-jars"))
+    result = subprocess.run(
+        ["bash", str(REPO / "tests" / "spark" / "prepare.sh"), sys.executable, str(out)], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        pytest.fail(f"preparing the Iceberg Spark runtime failed:\n{result.stderr}")
+    return [str(out / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"), str(out / "iceberg-relocated-deps.jar")]
+
+
+@pytest.fixture
+def spark(icegate, spark_jars, tmp_path):
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("icegate-e2e")
+        .config("spark.jars", ",".join(spark_jars))
+        .config("spark.driver.extraJavaOptions", "-XX:+UnlockDiagnosticVMOptions -XX:-BytecodeVerificationRemote")
+        .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+        .config("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
+        .config("spark.sql.catalog.ice.type", "rest")
+        .config("spark.sql.catalog.ice.uri", icegate.uri)
+        .config("spark.sql.catalog.ice.warehouse", "default")
+        .config("spark.sql.defaultCatalog", "ice")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.local.dir", str(tmp_path / "spark-local"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
+        # A fresh JVM-side session for the next backend: forget the active session.
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+
+
+def rows(spark, sql):
+    return [tuple(r) for r in spark.sql(sql).collect()]
+
+
+def test_spark_sql_creates_writes_merges_evolves_and_drops(spark, icegate):
+    spark.sql("CREATE NAMESPACE ice.sales")
+    spark.sql("CREATE TABLE ice.sales.orders (id BIGINT, item STRING, qty INT) USING iceberg PARTITIONED BY (item)")
+    spark.sql("INSERT INTO ice.sales.orders VALUES (1, 'apple', 3), (2, 'pear', 5)")
+    assert rows(spark, "SELECT id, item, qty FROM ice.sales.orders ORDER BY id") == [(1, "apple", 3), (2, "pear", 5)]
+
+    spark.sql("CREATE TEMPORARY VIEW updates AS SELECT * FROM VALUES (2, 'pear', 50), (3, 'plum', 7) AS t(id, item, qty)")
+    spark.sql(
+        """MERGE INTO ice.sales.orders t USING updates u ON t.id = u.id
+           WHEN MATCHED THEN UPDATE SET t.qty = u.qty
+           WHEN NOT MATCHED THEN INSERT *"""
+    )
+    assert rows(spark, "SELECT id, qty FROM ice.sales.orders ORDER BY id") == [(1, 3), (2, 50), (3, 7)]
+
+    spark.sql("ALTER TABLE ice.sales.orders ADD COLUMN note STRING")
+    spark.sql("INSERT INTO ice.sales.orders VALUES (4, 'fig', 1, 'new')")
+    assert rows(spark, "SELECT id, note FROM ice.sales.orders WHERE id >= 3 ORDER BY id") == [(3, None), (4, "new")]
+
+    spark.sql("CREATE VIEW ice.sales.big_orders AS SELECT id, qty FROM ice.sales.orders WHERE qty > 4")
+    assert rows(spark, "SELECT id FROM ice.sales.big_orders ORDER BY id") == [(2,), (3,)]
+    assert ("sales", "big_orders") in [(r.namespace, r.viewName) for r in spark.sql("SHOW VIEWS IN ice.sales").collect()]
+
+    spark.sql("ALTER TABLE ice.sales.orders RENAME TO sales.orders_v2")
+    assert rows(spark, "SELECT count(*) FROM ice.sales.orders_v2") == [(4,)]
+    tables = [r.tableName for r in spark.sql("SHOW TABLES IN ice.sales").collect()]
+    assert "orders_v2" in tables and "orders" not in tables
+
+    location = rows(spark, "SELECT file_path FROM ice.sales.orders_v2.files LIMIT 1")[0][0]
+    data_file = Path(location.replace("file:", "", 1))
+    assert data_file.is_file()
+    spark.sql("DROP VIEW ice.sales.big_orders")
+    spark.sql("DROP TABLE ice.sales.orders_v2 PURGE")
+    assert not data_file.exists(), "PURGE removed the data files"
+    assert "orders_v2" not in [r.tableName for r in spark.sql("SHOW TABLES IN ice.sales").collect()]
