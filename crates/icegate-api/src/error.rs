@@ -83,6 +83,12 @@ impl From<CatalogError> for ApiError {
             E::CommitFailed(m) => Self::new(StatusCode::CONFLICT, "CommitFailedException", m),
             E::CommitStateUnknown(m) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "CommitStateUnknownException", m),
             E::Unsupported(m) => Self::new(StatusCode::NOT_ACCEPTABLE, "UnsupportedOperationException", m),
+            E::IdempotencyKeyUsed => Self {
+                status: StatusCode::CONFLICT,
+                r#type: "IdempotencyKeyConflictException",
+                message: "A request with this Idempotency-Key was applied already".into(),
+                cause: None,
+            },
             E::Unavailable(m) => Self::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException", m),
             E::Internal(cause) => Self {
                 status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -113,7 +119,12 @@ impl IntoResponse for ApiError {
             tracing::debug!(status = self.status.as_u16(), r#type = self.r#type, message = %self.message, "request refused");
             self.message
         };
-        error_response(self.status, self.r#type, message)
+        let key_taken = self.r#type == "IdempotencyKeyConflictException";
+        let mut response = error_response(self.status, self.r#type, message);
+        if key_taken {
+            response.extensions_mut().insert(crate::idempotency::KeyTaken);
+        }
+        response
     }
 }
 
@@ -122,6 +133,11 @@ fn error_response(status: StatusCode, r#type: &str, message: String) -> Response
     let mut response = (status, axum::Json(body)).into_response();
     response.extensions_mut().insert(IcebergBody);
     response
+}
+
+/// Marks `response` as already carrying an Iceberg error body (a replayed one).
+pub(crate) fn mark_iceberg_body(response: &mut Response) {
+    response.extensions_mut().insert(IcebergBody);
 }
 
 /// The Iceberg exception type for a status produced outside our handlers.

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod extract;
+pub mod idempotency;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
@@ -37,6 +38,9 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// `"VERB /v1/{prefix}/..."` for every implemented catalog endpoint.
     pub endpoints: Arc<Vec<String>>,
+    /// How long an `Idempotency-Key` is honoured (advertised in `/v1/config`).
+    pub idempotency_lifetime: Duration,
+    pub request_timeout: Duration,
 }
 
 /// Limits applied to every request.
@@ -46,13 +50,21 @@ pub struct HttpOptions {
     pub request_timeout: Duration,
     /// Larger request bodies answer 413.
     pub max_body_bytes: usize,
+    /// How long an `Idempotency-Key` is honoured.
+    pub idempotency_key_lifetime: Duration,
 }
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
 /// Iceberg error format applied to all of them.
 pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
-    let state = AppState { catalog, metrics: metrics.clone(), endpoints: Arc::new(documents.endpoints()) };
+    let state = AppState {
+        catalog,
+        metrics: metrics.clone(),
+        endpoints: Arc::new(documents.endpoints()),
+        idempotency_lifetime: options.idempotency_key_lifetime,
+        request_timeout: options.request_timeout,
+    };
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()
         .make_span_with(|request: &Request| {
@@ -64,12 +76,13 @@ pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Ro
     // closest to the handlers, the Iceberg error rewrite sees every response last.
     router
         .fallback(error::no_such_route)
-        .with_state(state)
+        .with_state(state.clone())
         // The tower-http limit also covers bodies without a Content-Length; axum's own default
         // (2 MiB) would otherwise apply a second, different limit.
         .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
         .layer(DefaultBodyLimit::disable())
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
+        .layer(axum::middleware::from_fn_with_state(state, idempotency::guard))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
         .layer(trace)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))

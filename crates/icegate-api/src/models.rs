@@ -28,6 +28,9 @@ pub struct CatalogConfig {
     pub defaults: BTreeMap<String, String>,
     /// The endpoints this server implements, as `"<VERB> <path>"`.
     pub endpoints: Vec<String>,
+    /// How long a client may retry with one `Idempotency-Key` (ISO-8601 duration).
+    #[serde(rename = "idempotency-key-lifetime")]
+    pub idempotency_key_lifetime: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -41,6 +41,9 @@ pub enum CatalogError {
     /// The request names a feature icegate does not implement.
     #[error("{0}")]
     Unsupported(String),
+    /// Another request with the same `Idempotency-Key` applied its mutation first.
+    #[error("a request with this Idempotency-Key was applied already")]
+    IdempotencyKeyUsed,
     /// The metadata store cannot be reached; the client may retry.
     #[error("{0}")]
     Unavailable(String),

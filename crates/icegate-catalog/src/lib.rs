@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod files;
+pub mod idempotency;
 pub mod ident;
 pub mod pagination;
 pub mod service;

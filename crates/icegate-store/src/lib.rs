@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
+use icegate_catalog::idempotency::IdempotencyRecord;
 use icegate_catalog::store::{
     MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
     Warehouse,
@@ -118,6 +119,36 @@ impl SqlStore {
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
         };
         tx.map_err(db_error)
+    }
+}
+
+impl SqlStore {
+    /// Commits a write transaction, first recording the request's idempotency key in it (if the
+    /// request carries one): the key and the mutation become visible together or not at all, and
+    /// a concurrent duplicate fails on the key's primary key instead of applying twice.
+    async fn commit_write(&self, mut tx: Transaction<'static, Any>) -> Result<(), CatalogError> {
+        let scope = icegate_catalog::idempotency::pending();
+        if let Some(scope) = &scope {
+            let inserted = sqlx::query("INSERT INTO idempotency_keys (key, operation, created_at) VALUES ($1, $2, $3)")
+                .bind(&scope.key)
+                .bind(&scope.operation)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await;
+            match inserted {
+                Ok(_) => {}
+                Err(e) if is_violation(&e, sqlx::error::ErrorKind::UniqueViolation) => {
+                    let _ = tx.rollback().await;
+                    return Err(CatalogError::IdempotencyKeyUsed);
+                }
+                Err(e) => return Err(db_error(e)),
+            }
+        }
+        tx.commit().await.map_err(db_error)?;
+        if let Some(scope) = scope {
+            scope.mark_recorded();
+        }
+        Ok(())
     }
 }
 
@@ -247,6 +278,75 @@ impl CatalogStore for SqlStore {
         removals: &[String],
     ) -> Result<PropertiesChange, CatalogError> {
         namespaces::update_properties(self, warehouse_id, namespace, updates, removals).await
+    }
+
+    async fn idempotency_record(&self, key: &str) -> Result<Option<IdempotencyRecord>, CatalogError> {
+        let row = sqlx::query("SELECT operation, status, body, created_at FROM idempotency_keys WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let Some(row) = row else { return Ok(None) };
+        use sqlx::Row;
+        let status: Option<i64> = row.try_get("status").map_err(db_error)?;
+        Ok(Some(IdempotencyRecord {
+            operation: row.try_get("operation").map_err(db_error)?,
+            status: status.and_then(|s| u16::try_from(s).ok()),
+            body: row.try_get("body").map_err(db_error)?,
+            created_at_ms: row.try_get("created_at").map_err(db_error)?,
+        }))
+    }
+
+    async fn finalize_idempotency_key(
+        &self,
+        key: &str,
+        operation: &str,
+        status: u16,
+        body: &str,
+        reserved: bool,
+    ) -> Result<bool, CatalogError> {
+        let done = if reserved {
+            sqlx::query("UPDATE idempotency_keys SET status = $1, body = $2 WHERE key = $3 AND status IS NULL")
+                .bind(i64::from(status))
+                .bind(body)
+                .bind(key)
+                .execute(&self.pool)
+                .await
+        } else {
+            // A request that mutated nothing: its answer is final only if no other request with
+            // the key got there first.
+            sqlx::query(
+                "INSERT INTO idempotency_keys (key, operation, status, body, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (key) DO NOTHING",
+            )
+            .bind(key)
+            .bind(operation)
+            .bind(i64::from(status))
+            .bind(body)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+        }
+        .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn delete_idempotency_key(&self, key: &str) -> Result<(), CatalogError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE key = $1")
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64, CatalogError> {
+        let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected())
     }
 
     async fn create_tabular(&self, tabular: &NewTabular<'_>) -> Result<String, CatalogError> {

@@ -70,7 +70,7 @@ pub(crate) async fn create(
         Err(e) => return Err(db_error(e)),
     }
     upsert_properties(&mut tx, &id, properties).await?;
-    tx.commit().await.map_err(db_error)
+    store.commit_write(tx).await
 }
 
 /// Inserts or replaces properties of one namespace, a few hundred per statement.
@@ -187,16 +187,17 @@ pub(crate) async fn load(
 }
 
 pub(crate) async fn drop(store: &SqlStore, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
-    // The foreign keys of child namespaces (and, later, tables and views) refuse the delete
-    // while anything remains inside, atomically; properties go with the row (ON DELETE CASCADE).
+    // The foreign keys of child namespaces, tables and views refuse the delete while anything
+    // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
+    let mut tx = store.begin_write().await?;
     let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
         .bind(warehouse_id)
         .bind(namespace.encoded())
-        .execute(&store.pool)
+        .execute(&mut *tx)
         .await;
     match result {
         Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
-        Ok(_) => Ok(()),
+        Ok(_) => store.commit_write(tx).await,
         Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
             Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
         }
@@ -236,7 +237,7 @@ pub(crate) async fn update_properties(
         CatalogError::NotFound { .. } => CatalogError::no_such_namespace(namespace),
         other => other,
     })?;
-    tx.commit().await.map_err(db_error)?;
+    store.commit_write(tx).await?;
     removed.sort_unstable();
     let missing = removals.iter().filter(|k| removed.binary_search(k).is_err()).cloned().collect();
     Ok(PropertiesChange { updated: updates.keys().cloned().collect(), removed, missing })

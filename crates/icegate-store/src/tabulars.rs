@@ -130,7 +130,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         }
         Err(e) => return Err(db_error(e)),
     }
-    tx.commit().await.map_err(db_error)?;
+    store.commit_write(tx).await?;
     Ok(id)
 }
 
@@ -166,6 +166,7 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
     // round trip, and the database's row lock orders concurrent swaps.
     if let [only] = swaps
         && !only.location_changed
+        && icegate_catalog::idempotency::pending().is_none()
     {
         let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
         return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
@@ -182,7 +183,7 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
             return Ok(SwapOutcome::Conflict(index));
         }
     }
-    tx.commit().await.map_err(db_error)?;
+    store.commit_write(tx).await?;
     Ok(SwapOutcome::Applied)
 }
 
@@ -203,6 +204,7 @@ pub(crate) async fn drop(
     name: &str,
     kind: TabularKind,
 ) -> Result<Option<Tabular>, CatalogError> {
+    let mut tx = store.begin_write().await?;
     let row = sqlx::query(
         "DELETE FROM tabulars WHERE id = (SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
          WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4) \
@@ -212,10 +214,13 @@ pub(crate) async fn drop(
     .bind(namespace.encoded())
     .bind(name)
     .bind(kind.as_str())
-    .fetch_optional(&store.pool)
+    .fetch_optional(&mut *tx)
     .await
     .map_err(db_error)?;
-    row.as_ref().map(from_row).transpose()
+    let Some(row) = row else { return Ok(None) };
+    let dropped = from_row(&row)?;
+    store.commit_write(tx).await?;
+    Ok(Some(dropped))
 }
 
 pub(crate) async fn rename(
@@ -260,7 +265,7 @@ pub(crate) async fn rename(
         }
         Err(e) => return Err(db_error(e)),
     }
-    tx.commit().await.map_err(db_error)
+    store.commit_write(tx).await
 }
 
 pub(crate) async fn list(

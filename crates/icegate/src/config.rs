@@ -54,6 +54,9 @@ pub struct CatalogConfig {
     pub create_default_warehouse: bool,
     /// Storage root for that warehouse; unset means `file://<data_dir>/warehouse`.
     pub default_warehouse_root: Option<String>,
+    /// How long a client may retry a mutation with the same `Idempotency-Key`.
+    #[serde(with = "humantime_serde")]
+    pub idempotency_key_lifetime: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,7 +105,12 @@ impl Default for DatabaseConfig {
 
 impl Default for CatalogConfig {
     fn default() -> Self {
-        Self { default_warehouse: Some("default".into()), create_default_warehouse: true, default_warehouse_root: None }
+        Self {
+            default_warehouse: Some("default".into()),
+            create_default_warehouse: true,
+            default_warehouse_root: None,
+            idempotency_key_lifetime: Duration::from_secs(30 * 60),
+        }
     }
 }
 
@@ -201,6 +209,9 @@ impl Config {
         }
         if self.server.max_body_bytes < 1024 {
             bail!("invalid configuration: server.max_body_bytes must be at least 1024");
+        }
+        if self.catalog.idempotency_key_lifetime < Duration::from_secs(60) {
+            bail!("invalid configuration: catalog.idempotency_key_lifetime must be at least 1m");
         }
         if self.server.request_timeout.is_zero() {
             bail!("invalid configuration: server.request_timeout must be positive");

@@ -111,8 +111,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = icegate_api::app(
         catalog,
         Metrics::new(),
-        &HttpOptions { request_timeout: config.server.request_timeout, max_body_bytes: config.server.max_body_bytes },
+        &HttpOptions {
+            request_timeout: config.server.request_timeout,
+            max_body_bytes: config.server.max_body_bytes,
+            idempotency_key_lifetime: config.catalog.idempotency_key_lifetime,
+        },
     );
+    icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);
 
     let listener = TcpListener::bind(config.server.listen)
         .await

@@ -32,5 +32,10 @@ pub async fn get_config(
 ) -> Result<Json<CatalogConfig>, ApiError> {
     let warehouse = state.catalog.config_warehouse(query.warehouse.as_deref()).await?;
     let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id)]);
-    Ok(Json(CatalogConfig { overrides, defaults: BTreeMap::new(), endpoints: state.endpoints.as_ref().clone() }))
+    Ok(Json(CatalogConfig {
+        overrides,
+        defaults: BTreeMap::new(),
+        endpoints: state.endpoints.as_ref().clone(),
+        idempotency_key_lifetime: Some(crate::idempotency::iso8601(state.idempotency_lifetime)),
+    }))
 }

@@ -23,7 +23,11 @@ pub struct TestApp {
 }
 
 pub fn default_options() -> HttpOptions {
-    HttpOptions { request_timeout: Duration::from_secs(10), max_body_bytes: 64 * 1024 }
+    HttpOptions {
+        request_timeout: Duration::from_secs(10),
+        max_body_bytes: 64 * 1024,
+        idempotency_key_lifetime: Duration::from_secs(1800),
+    }
 }
 
 impl TestApp {

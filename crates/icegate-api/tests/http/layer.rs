@@ -164,6 +164,18 @@ impl CatalogStore for BrokenStore {
     ) -> Result<PropertiesChange> {
         self.fail().await
     }
+    async fn idempotency_record(&self, _: &str) -> Result<Option<icegate_catalog::idempotency::IdempotencyRecord>> {
+        self.fail().await
+    }
+    async fn finalize_idempotency_key(&self, _: &str, _: &str, _: u16, _: &str, _: bool) -> Result<bool> {
+        self.fail().await
+    }
+    async fn delete_idempotency_key(&self, _: &str) -> Result<()> {
+        self.fail().await
+    }
+    async fn delete_idempotency_keys_before(&self, _: i64) -> Result<u64> {
+        self.fail().await
+    }
     async fn create_tabular(&self, _: &NewTabular<'_>) -> Result<String> {
         self.fail().await
     }

@@ -2,6 +2,7 @@
 
 mod common;
 mod config;
+mod idempotency;
 mod layer;
 mod management;
 mod namespaces;

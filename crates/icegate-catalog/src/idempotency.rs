@@ -1,0 +1,59 @@
+//! Idempotency keys: the request-scoped key that the store records in the same transaction as
+//! the mutation it guards, so a retried request can never apply its change twice.
+//!
+//! The HTTP layer opens a scope around a mutating request that carries an `Idempotency-Key`;
+//! the store's write path reads it (a task-local, so no signature has to thread it through) and
+//! inserts the key row before committing.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+tokio::task_local! {
+    static SCOPE: Arc<IdempotencyScope>;
+}
+
+/// The key of the request being served.
+#[derive(Debug)]
+pub struct IdempotencyScope {
+    pub key: String,
+    /// `"<METHOD> <path>"`.
+    pub operation: String,
+    recorded: AtomicBool,
+}
+
+impl IdempotencyScope {
+    pub fn new(key: String, operation: String) -> Arc<Self> {
+        Arc::new(Self { key, operation, recorded: AtomicBool::new(false) })
+    }
+
+    /// Whether a mutation committed together with this key's row.
+    pub fn recorded(&self) -> bool {
+        self.recorded.load(Ordering::SeqCst)
+    }
+
+    /// Called by the store after the transaction holding the key row committed.
+    pub fn mark_recorded(&self) {
+        self.recorded.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The scope of the current request, when it carries a key that has not been recorded yet.
+pub fn pending() -> Option<Arc<IdempotencyScope>> {
+    SCOPE.try_with(Arc::clone).ok().filter(|scope| !scope.recorded())
+}
+
+/// Runs `future` (a request) inside `scope`.
+pub async fn scoped<F: Future>(scope: Arc<IdempotencyScope>, future: F) -> F::Output {
+    SCOPE.scope(scope, future).await
+}
+
+/// A stored key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    pub operation: String,
+    /// `None` while the guarded request has not finalised its response.
+    pub status: Option<u16>,
+    pub body: Option<String>,
+    pub created_at_ms: i64,
+}
