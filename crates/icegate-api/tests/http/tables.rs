@@ -94,6 +94,20 @@ async fn a_created_table_is_loaded_from_the_catalog_with_its_file_on_disk(app: T
     );
 }
 
+async fn a_create_that_fails_after_writing_its_file_removes_it(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    create(&app, "db", "t", json!({})).await;
+    let before = files_under(std::path::Path::new(&app.root()[7..]));
+    // The name is taken: the second create writes its metadata file, then the insert fails.
+    let here = format!("{}/fixed/place", app.root());
+    assert_error(
+        app.post("/v1/{prefix}/namespaces/db/tables", json!({"name": "t", "schema": schema(), "location": here})).await,
+        409,
+        "AlreadyExistsException",
+    );
+    assert_eq!(files_under(std::path::Path::new(&app.root()[7..])), before, "no orphaned metadata file");
+}
+
 async fn format_versions_one_to_three_are_honoured(app: TestApp) {
     app.create_namespace(&["db"]).await;
     for version in [1, 2, 3] {
@@ -628,6 +642,7 @@ async fn metrics_reports_are_validated_and_counted(app: TestApp) {
 
 http_tests!(
     a_created_table_is_loaded_from_the_catalog_with_its_file_on_disk,
+    a_create_that_fails_after_writing_its_file_removes_it,
     format_versions_one_to_three_are_honoured,
     partition_spec_and_sort_order_are_kept,
     etags_answer_304_until_the_table_changes,
