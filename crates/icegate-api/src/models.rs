@@ -100,3 +100,45 @@ pub struct UpdateNamespacePropertiesResponse {
     /// Keys requested for removal that were not found.
     pub missing: Vec<String>,
 }
+
+/// `/v1/{prefix}/...`
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct PrefixPath {
+    /// Warehouse prefix from `/v1/config`.
+    pub prefix: String,
+}
+
+/// `/v1/{prefix}/namespaces/{namespace}/...`
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct NamespacePath {
+    /// Warehouse prefix from `/v1/config`.
+    pub prefix: String,
+    /// Namespace, levels separated by `%1F`.
+    pub namespace: String,
+}
+
+/// `/v1/{prefix}/namespaces/{namespace}/tables/{table}/...`
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TablePath {
+    /// Warehouse prefix from `/v1/config`.
+    pub prefix: String,
+    /// Namespace, levels separated by `%1F`.
+    pub namespace: String,
+    /// A table name.
+    pub table: String,
+}
+
+/// `/v1/{prefix}/namespaces/{namespace}/views/{view}`
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct ViewPath {
+    /// Warehouse prefix from `/v1/config`.
+    pub prefix: String,
+    /// Namespace, levels separated by `%1F`.
+    pub namespace: String,
+    /// A view name.
+    pub view: String,
+}

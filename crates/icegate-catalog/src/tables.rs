@@ -445,38 +445,45 @@ impl Catalog {
             if let Some(change) = creates.first() {
                 return Ok(vec![self.create_from_updates(warehouse, change).await?]);
             }
-            // Nothing to write when no table changes (an empty update list is a no-op read).
-            let to_write: Vec<&StagedCommit> = staged.iter().filter(|s| s.swap.is_some()).collect();
-            for commit in &to_write {
-                let swap = commit.swap.as_ref().expect("filtered");
+            // Tables without updates write nothing (an empty update list is a no-op read).
+            let writes: Vec<(&TableIdent, &MetadataSwap)> =
+                staged.iter().filter_map(|s| s.swap.as_ref().map(|swap| (&s.table, swap))).collect();
+            for (index, (_, swap)) in writes.iter().enumerate() {
                 if let Err(err) =
                     self.files().write_new(&swap.metadata_location, swap.metadata.clone().into_bytes()).await
                 {
-                    for written in to_write.iter().take_while(|c| !std::ptr::eq(*c, commit)) {
-                        self.delete_quietly(&written.swap.as_ref().expect("filtered").metadata_location).await;
+                    for (_, written) in &writes[..index] {
+                        self.delete_quietly(&written.metadata_location).await;
                     }
                     return Err(err);
                 }
             }
-            let swaps: Vec<MetadataSwap> = to_write.iter().map(|c| c.swap.clone().expect("filtered")).collect();
+            let swaps: Vec<MetadataSwap> = writes.iter().map(|(_, swap)| (*swap).clone()).collect();
             let outcome =
                 if swaps.is_empty() { Ok(SwapOutcome::Applied) } else { self.store().swap_metadata(&swaps).await };
             match outcome {
                 Ok(SwapOutcome::Applied) => {
-                    for commit in &to_write {
+                    for commit in &staged {
                         self.expire_metadata_files(commit).await;
                     }
-                    return Ok(staged.into_iter().map(StagedCommit::into_result).collect());
+                    return Ok(staged.into_iter().map(|s| s.result).collect());
                 }
                 Ok(SwapOutcome::Conflict(index)) => {
                     for swap in &swaps {
                         self.delete_quietly(&swap.metadata_location).await;
                     }
-                    tracing::debug!(attempt, table = %to_write[index].table, "commit lost a race; re-checking");
+                    tracing::debug!(attempt, table = %writes[index].0, "commit lost a race; re-checking");
                     // A short, growing pause spreads out writers that keep colliding.
                     tokio::time::sleep(Duration::from_millis((attempt as u64 + 1) * (attempt as u64 + 1))).await;
                 }
-                Err(err) => return Err(self.resolve_failed_swap(warehouse, &to_write, err).await),
+                // The database failed during the swap: learn from the rows whether it applied.
+                Err(err) => {
+                    tracing::warn!(error = ?err, "metadata swap failed; checking whether it applied");
+                    return match self.resolve_failed_swap(warehouse, &writes).await? {
+                        true => Ok(staged.into_iter().map(|s| s.result).collect()),
+                        false => Err(err),
+                    };
+                }
             }
         }
         Err(CatalogError::CommitFailed(format!(
@@ -490,34 +497,34 @@ impl Catalog {
     async fn resolve_failed_swap(
         &self,
         warehouse: &Warehouse,
-        commits: &[&StagedCommit],
-        err: CatalogError,
-    ) -> CatalogError {
-        let mut all_old = true;
-        for commit in commits {
-            let swap = commit.swap.as_ref().expect("filtered");
-            match self.load_row(warehouse, &commit.table).await {
-                Ok(Some(row)) if row.metadata_location == swap.metadata_location => all_old = false,
-                Ok(Some(row)) if row.metadata_location == swap.expected_metadata_location => {}
+        writes: &[(&TableIdent, &MetadataSwap)],
+    ) -> Result<bool> {
+        let mut applied = 0;
+        for (table, swap) in writes {
+            match self.load_row(warehouse, table).await {
+                Ok(Some(row)) if row.metadata_location == swap.metadata_location => applied += 1,
                 Ok(_) => {}
                 Err(_) => {
-                    tracing::error!(error = ?err, "commit outcome unknown: the metadata store failed during the swap");
-                    return CatalogError::CommitStateUnknown(
+                    return Err(CatalogError::CommitStateUnknown(
                         "the metadata store failed while committing; the commit may or may not have been applied. \
                          Reload the table before retrying."
                             .into(),
-                    );
+                    ));
                 }
             }
         }
-        if all_old {
-            for commit in commits {
-                self.delete_quietly(&commit.swap.as_ref().expect("filtered").metadata_location).await;
+        match applied {
+            0 => {
+                for (_, swap) in writes {
+                    self.delete_quietly(&swap.metadata_location).await;
+                }
+                Ok(false)
             }
-            err
-        } else {
-            tracing::error!(error = ?err, "commit partially visible after a store failure");
-            CatalogError::CommitStateUnknown("the commit outcome is unknown; reload the table before retrying".into())
+            n if n == writes.len() => Ok(true),
+            // The swaps share one transaction, so this cannot happen; if it does, say so.
+            _ => Err(CatalogError::CommitStateUnknown(
+                "the commit outcome is unknown; reload the tables before retrying".into(),
+            )),
         }
     }
 
@@ -642,12 +649,6 @@ struct StagedCommit {
     result: TableResult,
     expired: Vec<String>,
     delete_expired: bool,
-}
-
-impl StagedCommit {
-    fn into_result(self) -> TableResult {
-        self.result
-    }
 }
 
 #[cfg(test)]

@@ -152,6 +152,23 @@ impl SqlStore {
     }
 }
 
+/// How many rows a keyset page fetches: one more than asked for tells whether another page exists.
+fn fetch_count(page: &PageRequest) -> i64 {
+    page.limit.map_or(i64::MAX, |l| i64::from(l) + 1)
+}
+
+/// Cuts the rows of a keyset page (up to `limit + 1` names) into the page and its continuation.
+fn keyset_page(mut names: Vec<String>, page: &PageRequest) -> Page<String> {
+    let next_after = match page.limit {
+        Some(limit) if names.len() > limit as usize => {
+            names.truncate(limit as usize);
+            names.last().cloned()
+        }
+        _ => None,
+    };
+    Page { items: names, next_after }
+}
+
 /// Milliseconds since the Unix epoch, the store's timestamp format.
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)

@@ -5,7 +5,7 @@ use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, Executor, Row};
 
-use crate::{SqlStore, constraint, db_error, is_violation, now_ms};
+use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, now_ms};
 
 /// Rows per multi-row INSERT: far below SQLite's and PostgreSQL's bind-parameter limits.
 const PROPERTY_CHUNK: usize = 500;
@@ -112,8 +112,7 @@ pub(crate) async fn list(
     parent: Option<&NamespaceIdent>,
     page: &PageRequest,
 ) -> Result<Page<NamespaceIdent>, CatalogError> {
-    // One more row than asked for tells whether another page exists.
-    let fetch = page.limit.map_or(i64::MAX, |l| i64::from(l) + 1);
+    let fetch = fetch_count(page);
     let after = page.after.clone().unwrap_or_default();
     let rows = match parent {
         Some(parent) => {
@@ -140,15 +139,9 @@ pub(crate) async fn list(
         }
     }
     .map_err(db_error)?;
-    let mut names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
-    let next_after = match page.limit {
-        Some(limit) if names.len() > limit as usize => {
-            names.truncate(limit as usize);
-            names.last().cloned()
-        }
-        _ => None,
-    };
-    let items = names
+    let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+    let Page { items, next_after } = keyset_page(names, page);
+    let items = items
         .iter()
         .map(|n| NamespaceIdent::parse_encoded(n))
         .collect::<Result<_, _>>()

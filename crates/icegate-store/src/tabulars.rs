@@ -8,7 +8,7 @@ use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, Row, Transaction};
 
 use crate::namespaces::id_of;
-use crate::{Backend, SqlStore, db_error, is_violation, now_ms};
+use crate::{Backend, SqlStore, db_error, fetch_count, is_violation, keyset_page, now_ms};
 
 fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
     match value {
@@ -277,7 +277,7 @@ pub(crate) async fn list(
 ) -> Result<Page<String>, CatalogError> {
     let namespace_id =
         id_of(&store.pool, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-    let fetch = page.limit.map_or(i64::MAX, |l| i64::from(l) + 1);
+    let fetch = fetch_count(page);
     let rows = sqlx::query(
         "SELECT name FROM tabulars WHERE namespace_id = $1 AND kind = $2 AND name > $3 ORDER BY name LIMIT $4",
     )
@@ -288,13 +288,6 @@ pub(crate) async fn list(
     .fetch_all(&store.pool)
     .await
     .map_err(db_error)?;
-    let mut names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
-    let next_after = match page.limit {
-        Some(limit) if names.len() > limit as usize => {
-            names.truncate(limit as usize);
-            names.last().cloned()
-        }
-        _ => None,
-    };
-    Ok(Page { items: names, next_after })
+    let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+    Ok(keyset_page(names, page))
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use icegate_catalog::store::{PageRequest, PropertiesChange};
+use icegate_catalog::store::{MetadataSwap, NewTabular, PageRequest, PropertiesChange, SwapOutcome, TabularKind};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, ObjectKind, Properties, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 
@@ -271,6 +271,104 @@ async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 16);
 }
 
+async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -> Result<String, CatalogError> {
+    store
+        .create_tabular(&NewTabular {
+            warehouse_id: wh,
+            namespace: &ns("db"),
+            name,
+            kind: TabularKind::Table,
+            location,
+            metadata_location: &format!("{location}/metadata/00000-x.metadata.json"),
+            metadata: "{}",
+        })
+        .await
+}
+
+/// A swap that keeps the table at `file:///w/db/<table>`.
+fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataSwap {
+    MetadataSwap {
+        id: id.to_owned(),
+        warehouse_id: wh.to_owned(),
+        expected_metadata_location: expected.to_owned(),
+        metadata_location: new.to_owned(),
+        metadata: format!("{{\"v\": \"{new}\"}}"),
+        location: format!("file:///w/db/{table}"),
+        location_changed: false,
+    }
+}
+
+async fn table_locations_may_not_overlap(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    table(store, &wh, "a", "file:///w/db/a").await.unwrap();
+    for (name, location) in
+        [("same", "file:///w/db/a"), ("inside", "file:///w/db/a/deeper"), ("around", "file:///w/db")]
+    {
+        let err = table(store, &wh, name, location).await.unwrap_err();
+        assert!(matches!(err, CatalogError::BadRequest(_)), "{name}: {err:?}");
+    }
+    // Prefix-sharing siblings are separate directories.
+    table(store, &wh, "a2", "file:///w/db/a2").await.unwrap();
+    table(store, &wh, "a_b", "file:///w/db/a_b").await.unwrap();
+    let err = table(store, &wh, "a", "file:///w/db/elsewhere").await.unwrap_err();
+    assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
+    let page = store.list_tabulars(&wh, &ns("db"), TabularKind::Table, &ALL).await.unwrap();
+    assert_eq!(page.items, ["a", "a2", "a_b"]);
+}
+
+async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
+    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap(), SwapOutcome::Applied);
+    // A stale expectation loses and changes nothing.
+    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(), SwapOutcome::Conflict(0));
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(row.metadata_location, "v1");
+    assert_eq!(row.metadata, "{\"v\": \"v1\"}");
+    assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::View).await.unwrap().is_none());
+}
+
+async fn a_multi_table_swap_is_all_or_nothing(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let a = table(store, &wh, "a", "file:///w/db/a").await.unwrap();
+    let b = table(store, &wh, "b", "file:///w/db/b").await.unwrap();
+    let a0 = "file:///w/db/a/metadata/00000-x.metadata.json";
+    let b0 = "file:///w/db/b/metadata/00000-x.metadata.json";
+    let outcome =
+        store.swap_metadata(&[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", "stale", "b1")]).await.unwrap();
+    assert_eq!(outcome, SwapOutcome::Conflict(1));
+    let row = store.load_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(row.metadata_location, a0, "a was rolled back with b");
+    let outcome = store.swap_metadata(&[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", b0, "b1")]).await.unwrap();
+    assert_eq!(outcome, SwapOutcome::Applied);
+}
+
+async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&wh, &ns("other"), &Properties::new()).await.unwrap();
+    table(store, &wh, "t", "file:///w/db/t").await.unwrap();
+    table(store, &wh, "u", "file:///w/db/u").await.unwrap();
+    let err = store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u")).await.unwrap_err();
+    assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
+    store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("other"), "moved")).await.unwrap();
+    assert!(store.load_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_some());
+    let err = store.drop_namespace(&wh, &ns("other")).await.unwrap_err();
+    assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
+    let dropped = store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(dropped.location, "file:///w/db/t");
+    assert!(store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_none());
+    store.drop_namespace(&wh, &ns("other")).await.unwrap();
+}
+
 async fn migrations_are_idempotent(db: TestDatabase) {
     db.store.migrate().await.unwrap();
     db.store.migrate().await.unwrap();
@@ -315,6 +413,10 @@ store_tests!(
     concurrent_creates_of_one_namespace_have_exactly_one_winner,
     concurrent_updates_of_different_keys_are_all_kept,
     migrations_are_idempotent,
+    table_locations_may_not_overlap,
+    a_swap_applies_only_against_the_expected_location,
+    a_multi_table_swap_is_all_or_nothing,
+    tabulars_are_renamed_and_dropped,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one

@@ -8,7 +8,8 @@ use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Json, Path, Query};
 use crate::models::{
     CreateNamespaceRequest, CreateNamespaceResponse, GetNamespaceResponse, ListNamespacesQuery, ListNamespacesResponse,
-    Namespace, PageToken, UpdateNamespacePropertiesRequest, UpdateNamespacePropertiesResponse,
+    Namespace, NamespacePath, PageToken, PrefixPath, UpdateNamespacePropertiesRequest,
+    UpdateNamespacePropertiesResponse,
 };
 
 /// List namespaces, optionally providing a parent namespace to list underneath
@@ -17,7 +18,7 @@ use crate::models::{
     path = "/v1/{prefix}/namespaces",
     tag = "Catalog API",
     operation_id = "listNamespaces",
-    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config"), ListNamespacesQuery),
+    params(PrefixPath, ListNamespacesQuery),
     responses(
         (status = 200, description = "A list of namespaces", body = ListNamespacesResponse),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -27,7 +28,7 @@ use crate::models::{
 )]
 pub async fn list_namespaces(
     State(state): State<AppState>,
-    Path(prefix): Path<String>,
+    Path(PrefixPath { prefix }): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
     let listing = state
@@ -46,7 +47,7 @@ pub async fn list_namespaces(
     path = "/v1/{prefix}/namespaces",
     tag = "Catalog API",
     operation_id = "createNamespace",
-    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    params(PrefixPath),
     request_body = CreateNamespaceRequest,
     responses(
         (status = 200, description = "Represents a successful call to create a namespace", body = CreateNamespaceResponse),
@@ -58,7 +59,7 @@ pub async fn list_namespaces(
 )]
 pub async fn create_namespace(
     State(state): State<AppState>,
-    Path(prefix): Path<String>,
+    Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<CreateNamespaceRequest>,
 ) -> Result<Json<CreateNamespaceResponse>, ApiError> {
     let (namespace, properties) =
@@ -72,10 +73,7 @@ pub async fn create_namespace(
     path = "/v1/{prefix}/namespaces/{namespace}",
     tag = "Catalog API",
     operation_id = "loadNamespaceMetadata",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     responses(
         (status = 200, description = "The namespace and its properties", body = GetNamespaceResponse),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -85,7 +83,7 @@ pub async fn create_namespace(
 )]
 pub async fn load_namespace(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<Json<GetNamespaceResponse>, ApiError> {
     let (namespace, properties) = state.catalog.load_namespace(&prefix, &namespace).await?;
     Ok(Json(GetNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
@@ -97,10 +95,7 @@ pub async fn load_namespace(
     path = "/v1/{prefix}/namespaces/{namespace}",
     tag = "Catalog API",
     operation_id = "namespaceExists",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -110,7 +105,7 @@ pub async fn load_namespace(
 )]
 pub async fn namespace_exists(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.namespace_exists(&prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -122,10 +117,7 @@ pub async fn namespace_exists(
     path = "/v1/{prefix}/namespaces/{namespace}",
     tag = "Catalog API",
     operation_id = "dropNamespace",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -136,7 +128,7 @@ pub async fn namespace_exists(
 )]
 pub async fn drop_namespace(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.drop_namespace(&prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -148,10 +140,7 @@ pub async fn drop_namespace(
     path = "/v1/{prefix}/namespaces/{namespace}/properties",
     tag = "Catalog API",
     operation_id = "updateProperties",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     request_body = UpdateNamespacePropertiesRequest,
     responses(
         (status = 200, description = "What was updated, removed and missing", body = UpdateNamespacePropertiesResponse),
@@ -163,7 +152,7 @@ pub async fn drop_namespace(
 )]
 pub async fn update_properties(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<UpdateNamespacePropertiesRequest>,
 ) -> Result<Json<UpdateNamespacePropertiesResponse>, ApiError> {
     let change =

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Json, Path, Query};
-use crate::models::{Namespace, PageToken};
+use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use crate::table_models::{
     CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest, DropTableQuery,
     ListTablesQuery, ListTablesResponse, LoadTableQuery, LoadTableResult, RegisterTableRequest, RenameTableRequest,
@@ -52,11 +52,7 @@ fn identifier(table: TableIdent) -> TableIdentifier {
     path = "/v1/{prefix}/namespaces/{namespace}/tables",
     tag = "Catalog API",
     operation_id = "listTables",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ListTablesQuery,
-    ),
+    params(NamespacePath, ListTablesQuery),
     responses(
         (status = 200, description = "A list of table identifiers", body = ListTablesResponse),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -66,7 +62,7 @@ fn identifier(table: TableIdent) -> TableIdentifier {
 )]
 pub async fn list_tables(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
     let listing = state.catalog.list_tables(&prefix, &namespace, query.page_token.as_deref(), query.page_size).await?;
@@ -82,10 +78,7 @@ pub async fn list_tables(
     path = "/v1/{prefix}/namespaces/{namespace}/tables",
     tag = "Catalog API",
     operation_id = "createTable",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     request_body = CreateTableRequest,
     responses(
         (status = 200, description = "Table metadata result after creating a table", body = LoadTableResult),
@@ -97,7 +90,7 @@ pub async fn list_tables(
 )]
 pub async fn create_table(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<CreateTableRequest>,
 ) -> Result<Response, ApiError> {
     let request = CreateTable {
@@ -118,12 +111,7 @@ pub async fn create_table(
     path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
     tag = "Catalog API",
     operation_id = "loadTable",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("table" = String, Path, description = "A table name"),
-        LoadTableQuery,
-    ),
+    params(TablePath, LoadTableQuery),
     responses(
         (status = 200, description = "Table metadata result when loading a table", body = LoadTableResult),
         (status = 304, description = "Not modified: the If-None-Match ETag is current"),
@@ -134,7 +122,7 @@ pub async fn create_table(
 )]
 pub async fn load_table(
     State(state): State<AppState>,
-    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Query(query): Query<LoadTableQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
@@ -167,11 +155,7 @@ pub async fn load_table(
     path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
     tag = "Catalog API",
     operation_id = "tableExists",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("table" = String, Path, description = "A table name"),
-    ),
+    params(TablePath),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -181,7 +165,7 @@ pub async fn load_table(
 )]
 pub async fn table_exists(
     State(state): State<AppState>,
-    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.table_exists(&prefix, &namespace, &table).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -193,11 +177,7 @@ pub async fn table_exists(
     path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
     tag = "Catalog API",
     operation_id = "updateTable",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("table" = String, Path, description = "A table name"),
-    ),
+    params(TablePath),
     request_body = CommitTableRequest,
     responses(
         (status = 200, description = "The new metadata", body = CommitTableResponse),
@@ -210,7 +190,7 @@ pub async fn table_exists(
 )]
 pub async fn update_table(
     State(state): State<AppState>,
-    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<CommitTableRequest>,
 ) -> Result<Json<CommitTableResponse>, ApiError> {
     let table = TableIdent::parse(&namespace, &table)?;
@@ -228,12 +208,7 @@ pub async fn update_table(
     path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}",
     tag = "Catalog API",
     operation_id = "dropTable",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("table" = String, Path, description = "A table name"),
-        DropTableQuery,
-    ),
+    params(TablePath, DropTableQuery),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -243,7 +218,7 @@ pub async fn update_table(
 )]
 pub async fn drop_table(
     State(state): State<AppState>,
-    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Query(query): Query<DropTableQuery>,
 ) -> Result<StatusCode, ApiError> {
     let purge = query.purge().map_err(ApiError::bad_request)?;
@@ -257,10 +232,7 @@ pub async fn drop_table(
     path = "/v1/{prefix}/namespaces/{namespace}/register",
     tag = "Catalog API",
     operation_id = "registerTable",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     request_body = RegisterTableRequest,
     responses(
         (status = 200, description = "The registered table", body = LoadTableResult),
@@ -272,7 +244,7 @@ pub async fn drop_table(
 )]
 pub async fn register_table(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<RegisterTableRequest>,
 ) -> Result<Response, ApiError> {
     let result = state
@@ -288,7 +260,7 @@ pub async fn register_table(
     path = "/v1/{prefix}/tables/rename",
     tag = "Catalog API",
     operation_id = "renameTable",
-    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    params(PrefixPath),
     request_body = RenameTableRequest,
     responses(
         (status = 204, description = "Success, no content"),
@@ -300,7 +272,7 @@ pub async fn register_table(
 )]
 pub async fn rename_table(
     State(state): State<AppState>,
-    Path(prefix): Path<String>,
+    Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.rename_table(&prefix, ident(request.source)?, ident(request.destination)?).await?;
@@ -313,11 +285,7 @@ pub async fn rename_table(
     path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
     tag = "Catalog API",
     operation_id = "reportMetrics",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("table" = String, Path, description = "A table name"),
-    ),
+    params(TablePath),
     request_body = ReportMetricsRequest,
     responses(
         (status = 204, description = "Success, no content"),
@@ -328,7 +296,7 @@ pub async fn rename_table(
 )]
 pub async fn report_metrics(
     State(state): State<AppState>,
-    Path((prefix, namespace, table)): Path<(String, String, String)>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<ReportMetricsRequest>,
 ) -> Result<StatusCode, ApiError> {
     let report_type = match request.report_type.as_str() {
@@ -352,7 +320,7 @@ pub async fn report_metrics(
     path = "/v1/{prefix}/transactions/commit",
     tag = "Catalog API",
     operation_id = "commitTransaction",
-    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    params(PrefixPath),
     request_body = CommitTransactionRequest,
     responses(
         (status = 204, description = "Success, no content"),
@@ -365,7 +333,7 @@ pub async fn report_metrics(
 )]
 pub async fn commit_transaction(
     State(state): State<AppState>,
-    Path(prefix): Path<String>,
+    Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<CommitTransactionRequest>,
 ) -> Result<StatusCode, ApiError> {
     let mut changes = Vec::with_capacity(request.table_changes.len());

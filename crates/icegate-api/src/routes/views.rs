@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Json, Path, Query};
-use crate::models::{Namespace, PageToken};
+use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, ViewPath};
 use crate::table_models::{
     CommitViewRequest, CreateViewRequest, ListTablesQuery, ListTablesResponse, LoadViewResult, RegisterViewRequest,
     RenameTableRequest, TableIdentifier,
@@ -34,11 +34,7 @@ fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
     path = "/v1/{prefix}/namespaces/{namespace}/views",
     tag = "Catalog API",
     operation_id = "listViews",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ListTablesQuery,
-    ),
+    params(NamespacePath, ListTablesQuery),
     responses(
         (status = 200, description = "A list of view identifiers", body = ListTablesResponse),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -48,7 +44,7 @@ fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
 )]
 pub async fn list_views(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
     let listing = state.catalog.list_views(&prefix, &namespace, query.page_token.as_deref(), query.page_size).await?;
@@ -68,10 +64,7 @@ pub async fn list_views(
     path = "/v1/{prefix}/namespaces/{namespace}/views",
     tag = "Catalog API",
     operation_id = "createView",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     request_body = CreateViewRequest,
     responses(
         (status = 200, description = "View metadata result", body = LoadViewResult),
@@ -83,7 +76,7 @@ pub async fn list_views(
 )]
 pub async fn create_view(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<CreateViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     let request = CreateView {
@@ -102,11 +95,7 @@ pub async fn create_view(
     path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
     tag = "Catalog API",
     operation_id = "loadView",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("view" = String, Path, description = "A view name"),
-    ),
+    params(ViewPath),
     responses(
         (status = 200, description = "View metadata result", body = LoadViewResult),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -116,7 +105,7 @@ pub async fn create_view(
 )]
 pub async fn load_view(
     State(state): State<AppState>,
-    Path((prefix, namespace, view)): Path<(String, String, String)>,
+    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     result(state.catalog.load_view(&prefix, &namespace, &view).await?)
 }
@@ -127,11 +116,7 @@ pub async fn load_view(
     path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
     tag = "Catalog API",
     operation_id = "replaceView",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("view" = String, Path, description = "A view name"),
-    ),
+    params(ViewPath),
     request_body = CommitViewRequest,
     responses(
         (status = 200, description = "View metadata result", body = LoadViewResult),
@@ -144,7 +129,7 @@ pub async fn load_view(
 )]
 pub async fn replace_view(
     State(state): State<AppState>,
-    Path((prefix, namespace, view)): Path<(String, String, String)>,
+    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
     Json(request): Json<CommitViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     let view = TableIdent::parse(&namespace, &view)?;
@@ -157,11 +142,7 @@ pub async fn replace_view(
     path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
     tag = "Catalog API",
     operation_id = "dropView",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("view" = String, Path, description = "A view name"),
-    ),
+    params(ViewPath),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request", body = IcebergErrorResponse),
@@ -171,7 +152,7 @@ pub async fn replace_view(
 )]
 pub async fn drop_view(
     State(state): State<AppState>,
-    Path((prefix, namespace, view)): Path<(String, String, String)>,
+    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.drop_view(&prefix, &namespace, &view).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -183,11 +164,7 @@ pub async fn drop_view(
     path = "/v1/{prefix}/namespaces/{namespace}/views/{view}",
     tag = "Catalog API",
     operation_id = "viewExists",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-        ("view" = String, Path, description = "A view name"),
-    ),
+    params(ViewPath),
     responses(
         (status = 204, description = "Success, no content"),
         (status = 400, description = "Bad request (HEAD responses carry no body)"),
@@ -197,7 +174,7 @@ pub async fn drop_view(
 )]
 pub async fn view_exists(
     State(state): State<AppState>,
-    Path((prefix, namespace, view)): Path<(String, String, String)>,
+    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.view_exists(&prefix, &namespace, &view).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -209,7 +186,7 @@ pub async fn view_exists(
     path = "/v1/{prefix}/views/rename",
     tag = "Catalog API",
     operation_id = "renameView",
-    params(("prefix" = String, Path, description = "Warehouse prefix from /v1/config")),
+    params(PrefixPath),
     request_body = RenameTableRequest,
     responses(
         (status = 204, description = "Success, no content"),
@@ -221,7 +198,7 @@ pub async fn view_exists(
 )]
 pub async fn rename_view(
     State(state): State<AppState>,
-    Path(prefix): Path<String>,
+    Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
     state.catalog.rename_view(&prefix, ident(request.source)?, ident(request.destination)?).await?;
@@ -234,10 +211,7 @@ pub async fn rename_view(
     path = "/v1/{prefix}/namespaces/{namespace}/register-view",
     tag = "Catalog API",
     operation_id = "registerView",
-    params(
-        ("prefix" = String, Path, description = "Warehouse prefix from /v1/config"),
-        ("namespace" = String, Path, description = "Namespace, levels separated by %1F"),
-    ),
+    params(NamespacePath),
     request_body = RegisterViewRequest,
     responses(
         (status = 200, description = "The registered view", body = LoadViewResult),
@@ -249,7 +223,7 @@ pub async fn rename_view(
 )]
 pub async fn register_view(
     State(state): State<AppState>,
-    Path((prefix, namespace)): Path<(String, String)>,
+    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<RegisterViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     result(state.catalog.register_view(&prefix, &namespace, &request.name, &request.metadata_location).await?)

@@ -319,6 +319,30 @@ async fn a_rejected_commit_leaves_no_file_behind(app: TestApp) {
     assert_eq!(load(&app, "t").await["metadata-location"], created["metadata-location"]);
 }
 
+async fn the_metadata_log_is_capped_and_old_files_deleted_when_asked(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    let created = create(
+        &app,
+        "db",
+        "t",
+        json!({"properties": {"write.metadata.previous-versions-max": "1", "write.metadata.delete-after-commit.enabled": "true"}}),
+    )
+    .await;
+    let mut locations = vec![created["metadata-location"].as_str().unwrap().to_owned()];
+    for i in 0..3 {
+        let (status, body) =
+            commit(&app, "t", json!([]), json!([{"action": "set-properties", "updates": {"i": i.to_string()}}])).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["metadata"]["metadata-log"].as_array().unwrap().len(), 1, "capped at one previous version");
+        locations.push(body["metadata-location"].as_str().unwrap().to_owned());
+    }
+    // Versions 0 and 1 fell out of the log and were deleted; 2 (in the log) and 3 (current) remain.
+    assert!(!local(&locations[0]).exists());
+    assert!(!local(&locations[1]).exists());
+    assert!(local(&locations[2]).is_file());
+    assert!(local(&locations[3]).is_file());
+}
+
 async fn concurrent_commits_lose_nothing(app: TestApp) {
     app.create_namespace(&["db"]).await;
     let created = create(&app, "db", "hot", json!({})).await;
@@ -649,6 +673,7 @@ http_tests!(
     every_requirement_type_is_checked,
     every_update_action_applies,
     a_rejected_commit_leaves_no_file_behind,
+    the_metadata_log_is_capped_and_old_files_deleted_when_asked,
     concurrent_commits_lose_nothing,
     conflicting_concurrent_commits_get_409_and_keep_every_acknowledged_one,
     a_transaction_applies_all_or_nothing,
