@@ -299,6 +299,29 @@ async fn every_update_action_applies(app: TestApp) {
     assert!(refs["metadata"]["snapshots"].as_array().is_none_or(|s| s.is_empty()));
 }
 
+async fn format_version_3_assigns_row_ids_to_snapshots(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    create(&app, "db", "v3", json!({"properties": {"format-version": "3"}})).await;
+    let snapshot = |id: i64, parent: Option<i64>, first_row_id: u64, added: u64| {
+        let mut s = json!({"snapshot-id": id, "timestamp-ms": now_ms() + id, "sequence-number": id,
+            "manifest-list": format!("{}/m{id}.avro", app.root()), "summary": {"operation": "append"},
+            "first-row-id": first_row_id, "added-rows": added});
+        if let Some(parent) = parent {
+            s["parent-snapshot-id"] = json!(parent);
+        }
+        json!([{"action": "add-snapshot", "snapshot": s},
+               {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}])
+    };
+    let (status, body) = commit(&app, "v3", json!([]), snapshot(1, None, 0, 10)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["next-row-id"], 10);
+    // A snapshot whose first row id is behind the table's next-row-id is refused.
+    assert_error(commit(&app, "v3", json!([]), snapshot(2, Some(1), 5, 10)).await, 400, "BadRequestException");
+    let (status, body) = commit(&app, "v3", json!([]), snapshot(2, Some(1), 10, 5)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["next-row-id"], 15);
+}
+
 async fn a_rejected_commit_leaves_no_file_behind(app: TestApp) {
     app.create_namespace(&["db"]).await;
     let created = create(&app, "db", "t", json!({})).await;
@@ -673,6 +696,7 @@ http_tests!(
     every_requirement_type_is_checked,
     every_update_action_applies,
     a_rejected_commit_leaves_no_file_behind,
+    format_version_3_assigns_row_ids_to_snapshots,
     the_metadata_log_is_capped_and_old_files_deleted_when_asked,
     concurrent_commits_lose_nothing,
     conflicting_concurrent_commits_get_409_and_keep_every_acknowledged_one,
