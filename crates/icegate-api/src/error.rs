@@ -73,10 +73,13 @@ impl From<CatalogError> for ApiError {
                     ObjectKind::Namespace => "NoSuchNamespaceException",
                     ObjectKind::Table => "NoSuchTableException",
                     ObjectKind::View => "NoSuchViewException",
+                    ObjectKind::AccessControl => "NotFoundException",
                 };
                 Self::new(StatusCode::NOT_FOUND, r#type, message)
             }
             E::AlreadyExists(m) => Self::new(StatusCode::CONFLICT, "AlreadyExistsException", m),
+            E::NotAuthorized(m) => Self::new(StatusCode::UNAUTHORIZED, "NotAuthorizedException", m),
+            E::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "ForbiddenException", m),
             E::NamespaceNotEmpty(m) => Self::new(StatusCode::CONFLICT, "NamespaceNotEmptyException", m),
             E::WarehouseNotEmpty(m) => Self::new(StatusCode::CONFLICT, "WarehouseNotEmptyException", m),
             E::Unprocessable(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableEntityException", m),

@@ -5,6 +5,7 @@
 //! `endpoints` list of `/v1/config` is read off the same document, so what is served, what is
 //! documented and what is advertised cannot drift apart.
 
+pub mod authz;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
@@ -26,6 +27,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
+pub use authz::Security;
 pub use metrics::Metrics;
 
 /// The header that carries the request id, in both directions.
@@ -41,6 +43,10 @@ pub struct AppState {
     /// How long an `Idempotency-Key` is honoured (advertised in `/v1/config`).
     pub idempotency_lifetime: Duration,
     pub request_timeout: Duration,
+    pub max_body_bytes: usize,
+    pub security: authz::Security,
+    /// Every documented `(METHOD, route)`, to tell a wrong method from a route without a rule.
+    pub operations: Arc<std::collections::HashSet<(String, String)>>,
 }
 
 /// Limits applied to every request.
@@ -56,7 +62,7 @@ pub struct HttpOptions {
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
 /// Iceberg error format applied to all of them.
-pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
+pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
     let state = AppState {
         catalog,
@@ -64,6 +70,9 @@ pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Ro
         endpoints: Arc::new(documents.endpoints()),
         idempotency_lifetime: options.idempotency_key_lifetime,
         request_timeout: options.request_timeout,
+        max_body_bytes: options.max_body_bytes,
+        security,
+        operations: Arc::new(documents.operations()),
     };
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()
@@ -82,7 +91,9 @@ pub fn app(catalog: Catalog, metrics: Arc<Metrics>, options: &HttpOptions) -> Ro
         .layer(RequestBodyLimitLayer::new(options.max_body_bytes))
         .layer(DefaultBodyLimit::disable())
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
-        .layer(axum::middleware::from_fn_with_state(state, idempotency::guard))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
+        // Authorization before idempotency: a replay is only for a caller allowed to make the request.
+        .layer(axum::middleware::from_fn_with_state(state, authz::guard))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
         .layer(trace)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))

@@ -9,7 +9,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{config, namespaces, ops, tables, views, warehouses};
+use crate::routes::{access, config, namespaces, oauth, ops, tables, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,6 +22,7 @@ use crate::routes::{config, namespaces, ops, tables, views, warehouses};
     components(schemas(crate::error::IcebergErrorResponse, crate::error::ErrorModel)),
     tags(
         (name = "Configuration API", description = "Catalog configuration for clients"),
+        (name = "OAuth2 API", description = "Tokens for principals with client credentials"),
         (name = "Catalog API", description = "Namespaces, tables and views"),
     )
 )]
@@ -38,6 +39,7 @@ struct IcebergRestDoc;
     components(schemas(crate::error::IcebergErrorResponse, crate::error::ErrorModel)),
     tags(
         (name = "Warehouses", description = "Storage roots that hold namespaces, tables and views"),
+        (name = "Access control", description = "Principals, roles and grants"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -58,13 +60,28 @@ impl Documents {
             if !path.starts_with("/v1/{prefix}/") {
                 continue;
             }
-            for (method, operation) in operations(item) {
+            for (method, operation) in operations_of(item) {
                 if operation.is_some() {
                     endpoints.push(format!("{method} {path}"));
                 }
             }
         }
         endpoints
+    }
+
+    /// Every documented `(METHOD, path)` of both documents.
+    pub fn operations(&self) -> std::collections::HashSet<(String, String)> {
+        let mut operations = std::collections::HashSet::new();
+        for document in [&self.iceberg_rest, &self.management] {
+            for (path, item) in document.paths.paths.iter() {
+                for (method, operation) in operations_of(item) {
+                    if operation.is_some() {
+                        operations.insert((method.to_owned(), path.clone()));
+                    }
+                }
+            }
+        }
+        operations
     }
 
     pub fn iceberg_rest_yaml(&self) -> String {
@@ -77,7 +94,7 @@ impl Documents {
 }
 
 /// The operations of one path item with their HTTP verbs.
-pub fn operations(item: &utoipa::openapi::PathItem) -> [(&'static str, Option<&utoipa::openapi::path::Operation>); 8] {
+pub fn operations_of(item: &utoipa::openapi::PathItem) -> [(&'static str, Option<&utoipa::openapi::path::Operation>); 8] {
     [
         ("GET", item.get.as_ref()),
         ("HEAD", item.head.as_ref()),
@@ -109,6 +126,7 @@ fn _method_names_are_exhaustive(m: HttpMethod) {
 pub fn routes() -> (Router<AppState>, Documents) {
     let (iceberg_router, iceberg_rest) = OpenApiRouter::with_openapi(IcebergRestDoc::openapi())
         .routes(routes!(config::get_config))
+        .routes(routes!(oauth::get_token))
         .routes(routes!(namespaces::list_namespaces, namespaces::create_namespace))
         .routes(routes!(namespaces::load_namespace, namespaces::namespace_exists, namespaces::drop_namespace))
         .routes(routes!(namespaces::update_properties))
@@ -126,6 +144,15 @@ pub fn routes() -> (Router<AppState>, Documents) {
     let (management_router, management) = OpenApiRouter::with_openapi(ManagementDoc::openapi())
         .routes(routes!(warehouses::create_warehouse, warehouses::list_warehouses))
         .routes(routes!(warehouses::get_warehouse, warehouses::delete_warehouse))
+        .routes(routes!(access::create_principal, access::list_principals))
+        .routes(routes!(access::get_principal, access::delete_principal))
+        .routes(routes!(access::rotate_secret))
+        .routes(routes!(access::create_role, access::list_roles))
+        .routes(routes!(access::get_role, access::delete_role))
+        .routes(routes!(access::add_member, access::remove_member))
+        .routes(routes!(access::grant, access::revoke, access::list_grants))
+        .routes(routes!(access::grants_on))
+        .routes(routes!(access::whoami))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

@@ -9,6 +9,8 @@ pub enum ObjectKind {
     Namespace,
     Table,
     View,
+    /// A principal, role, membership or grant.
+    AccessControl,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +24,13 @@ pub enum CatalogError {
     /// An object with that name exists already.
     #[error("{0}")]
     AlreadyExists(String),
+    /// The caller is not authenticated (missing, malformed, expired or forged credentials).
+    /// The reason is logged, not sent.
+    #[error("{0}")]
+    NotAuthorized(String),
+    /// The caller may see the object but lacks the privilege for this action.
+    #[error("{0}")]
+    Forbidden(String),
     /// A namespace still holds namespaces, tables or views.
     #[error("{0}")]
     NamespaceNotEmpty(String),

@@ -4,6 +4,8 @@
 //! Nothing here knows about HTTP or SQL: handlers translate requests into these types, the
 //! services decide, and the store persists.
 
+pub mod access;
+pub mod auth;
 pub mod error;
 pub mod files;
 pub mod idempotency;

@@ -62,8 +62,8 @@ impl Catalog {
         self.store.create_warehouse(&name, &root).await
     }
 
-    pub async fn list_warehouses(&self) -> Result<Vec<Warehouse>> {
-        self.store.list_warehouses().await
+    pub async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>> {
+        self.store.list_warehouses(visible_to).await
     }
 
     pub async fn get_warehouse(&self, name: &str) -> Result<Warehouse> {
@@ -82,12 +82,13 @@ impl Catalog {
         parent: Option<&str>,
         page_token: Option<&str>,
         page_size: Option<i64>,
+        visible_to: Option<&str>,
     ) -> Result<Listing<NamespaceIdent>> {
         // The spec treats an empty `parent` as absent, for older clients.
         let parent = parent.filter(|p| !p.is_empty()).map(NamespaceIdent::parse_encoded).transpose()?;
         let page = page_request(page_token, page_size)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page).await?;
+        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page, visible_to).await?;
         Ok(Listing { items: page.items, next_page_token: page.next_after.as_deref().map(encode_token) })
     }
 

@@ -129,7 +129,8 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn create_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
     /// Creates the warehouse unless one of that name exists; returns the stored one either way.
     async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
-    async fn list_warehouses(&self) -> Result<Vec<Warehouse>>;
+    /// Every warehouse, or with `visible_to` only those the principal holds something in.
+    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>>;
     async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>>;
     async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>>;
     /// Deletes an empty warehouse: `NotFound`, or `WarehouseNotEmpty` while it holds namespaces.
@@ -142,13 +143,16 @@ pub trait CatalogStore: Send + Sync + 'static {
         namespace: &NamespaceIdent,
         properties: &Properties,
     ) -> Result<()>;
-    /// Direct children of `parent` (top-level namespaces when `None`), ordered by name.
+    /// Direct children of `parent` (top-level namespaces when `None`), ordered by name; with
+    /// `visible_to`, only those the principal holds something on or inside (filtered in SQL, so
+    /// pages stay full and tokens stay correct).
     /// `NotFound(Namespace)` when the parent does not exist.
     async fn list_namespaces(
         &self,
         warehouse_id: &str,
         parent: Option<&NamespaceIdent>,
         page: &PageRequest,
+        visible_to: Option<&str>,
     ) -> Result<Page<NamespaceIdent>>;
     /// The namespace's properties, `None` when it does not exist.
     async fn load_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<Option<Properties>>;
@@ -218,5 +222,6 @@ pub trait CatalogStore: Send + Sync + 'static {
         namespace: &NamespaceIdent,
         kind: TabularKind,
         page: &PageRequest,
+        visible_to: Option<&str>,
     ) -> Result<Page<String>>;
 }

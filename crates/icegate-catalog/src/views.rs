@@ -167,11 +167,12 @@ impl Catalog {
         namespace: &str,
         page_token: Option<&str>,
         page_size: Option<i64>,
+        visible_to: Option<&str>,
     ) -> Result<Listing<TableIdent>> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
         let page = page_request(page_token, page_size)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::View, &page).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::View, &page, visible_to).await?;
         Ok(Listing {
             items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
             next_page_token: page.next_after.as_deref().map(encode_token),

@@ -7,6 +7,7 @@
 //! to types both databases share (TEXT, BIGINT) for that reason, and every query is exercised on
 //! both backends by the store test suite (`tests/store.rs`).
 
+mod access;
 mod namespaces;
 mod tabulars;
 mod warehouses;
@@ -237,8 +238,8 @@ impl CatalogStore for SqlStore {
         warehouses::ensure(self, name, root).await
     }
 
-    async fn list_warehouses(&self) -> Result<Vec<Warehouse>, CatalogError> {
-        warehouses::list(self).await
+    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>, CatalogError> {
+        warehouses::list(self, visible_to).await
     }
 
     async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>, CatalogError> {
@@ -267,8 +268,9 @@ impl CatalogStore for SqlStore {
         warehouse_id: &str,
         parent: Option<&NamespaceIdent>,
         page: &PageRequest,
+        visible_to: Option<&str>,
     ) -> Result<Page<NamespaceIdent>, CatalogError> {
-        namespaces::list(self, warehouse_id, parent, page).await
+        namespaces::list(self, warehouse_id, parent, page, visible_to).await
     }
 
     async fn load_namespace(
@@ -410,8 +412,9 @@ impl CatalogStore for SqlStore {
         namespace: &NamespaceIdent,
         kind: TabularKind,
         page: &PageRequest,
+        visible_to: Option<&str>,
     ) -> Result<Page<String>, CatalogError> {
-        tabulars::list(self, warehouse_id, namespace, kind, page).await
+        tabulars::list(self, warehouse_id, namespace, kind, page, visible_to).await
     }
 }
 

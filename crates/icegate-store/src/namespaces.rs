@@ -106,39 +106,40 @@ async fn upsert_properties(
     Ok(())
 }
 
+/// Keeps only namespaces (`n`) the principal ($4, at time $5) holds a grant on or inside;
+/// $6/$7 are the separator and the byte after it, bounding the names strictly below `n`.
+const VISIBLE_NAMESPACE: &str = " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+     WHERE m.principal_id = $4 AND (g.expires_at IS NULL OR g.expires_at > $5) AND g.warehouse_id = n.warehouse_id \
+     AND ((g.securable_type = 'namespace' AND g.namespace_id IN (SELECT d.id FROM namespaces d \
+             WHERE d.warehouse_id = n.warehouse_id AND (d.id = n.id OR (d.name >= n.name || $6 AND d.name < n.name || $7)))) \
+       OR (g.securable_type IN ('table', 'view') AND g.tabular_id IN (SELECT t.id FROM tabulars t \
+             JOIN namespaces d ON d.id = t.namespace_id \
+             WHERE d.warehouse_id = n.warehouse_id AND (d.id = n.id OR (d.name >= n.name || $6 AND d.name < n.name || $7))))))";
+
 pub(crate) async fn list(
     store: &SqlStore,
     warehouse_id: &str,
     parent: Option<&NamespaceIdent>,
     page: &PageRequest,
+    visible_to: Option<&str>,
 ) -> Result<Page<NamespaceIdent>, CatalogError> {
     let fetch = fetch_count(page);
     let after = page.after.clone().unwrap_or_default();
-    let rows = match parent {
-        Some(parent) => {
-            let parent_id = id_of(&store.pool, warehouse_id, parent)
-                .await?
-                .ok_or_else(|| CatalogError::no_such_namespace(parent))?;
-            sqlx::query("SELECT name FROM namespaces WHERE parent_id = $1 AND name > $2 ORDER BY name LIMIT $3")
-                .bind(parent_id)
-                .bind(after)
-                .bind(fetch)
-                .fetch_all(&store.pool)
-                .await
-        }
-        None => {
-            sqlx::query(
-                "SELECT name FROM namespaces WHERE warehouse_id = $1 AND parent_id IS NULL AND name > $2 \
-                 ORDER BY name LIMIT $3",
-            )
-            .bind(warehouse_id)
-            .bind(after)
-            .bind(fetch)
-            .fetch_all(&store.pool)
-            .await
-        }
+    let (scope, scope_value) = match parent {
+        Some(parent) => (
+            "n.parent_id = $1",
+            id_of(&store.pool, warehouse_id, parent).await?.ok_or_else(|| CatalogError::no_such_namespace(parent))?,
+        ),
+        None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.to_owned()),
+    };
+    let visible = if visible_to.is_some() { VISIBLE_NAMESPACE } else { "" };
+    // Assembled from constant fragments only; every value is a bind parameter.
+    let sql = format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
+    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
+    if let Some(principal) = visible_to {
+        query = query.bind(principal).bind(now_ms()).bind("\u{1f}").bind("\u{20}");
     }
-    .map_err(db_error)?;
+    let rows = query.fetch_all(&store.pool).await.map_err(db_error)?;
     let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
     let Page { items, next_after } = keyset_page(names, page);
     let items = items

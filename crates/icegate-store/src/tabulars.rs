@@ -274,20 +274,31 @@ pub(crate) async fn list(
     namespace: &NamespaceIdent,
     kind: TabularKind,
     page: &PageRequest,
+    visible_to: Option<&str>,
 ) -> Result<Page<String>, CatalogError> {
     let namespace_id =
         id_of(&store.pool, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-    let fetch = fetch_count(page);
-    let rows = sqlx::query(
-        "SELECT name FROM tabulars WHERE namespace_id = $1 AND kind = $2 AND name > $3 ORDER BY name LIMIT $4",
-    )
-    .bind(namespace_id)
-    .bind(kind.as_str())
-    .bind(page.after.clone().unwrap_or_default())
-    .bind(fetch)
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_error)?;
+    // With `visible_to`: only tables or views the principal ($5, at time $6) holds a grant on.
+    let visible = if visible_to.is_some() {
+        " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+          WHERE m.principal_id = $5 AND (g.expires_at IS NULL OR g.expires_at > $6) AND g.tabular_id = t.id)"
+    } else {
+        ""
+    };
+    // Assembled from constant fragments only; every value is a bind parameter.
+    let sql = format!(
+        "SELECT t.name FROM tabulars t WHERE t.namespace_id = $1 AND t.kind = $2 AND t.name > $3{visible} \
+         ORDER BY t.name LIMIT $4"
+    );
+    let mut query = sqlx::query(AssertSqlSafe(sql))
+        .bind(namespace_id)
+        .bind(kind.as_str())
+        .bind(page.after.clone().unwrap_or_default())
+        .bind(fetch_count(page));
+    if let Some(principal) = visible_to {
+        query = query.bind(principal).bind(now_ms());
+    }
+    let rows = query.fetch_all(&store.pool).await.map_err(db_error)?;
     let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
     Ok(keyset_page(names, page))
 }

@@ -75,8 +75,21 @@ pub(crate) async fn ensure(
     by_name(store, name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
 }
 
-pub(crate) async fn list(store: &SqlStore) -> Result<Vec<Warehouse>, CatalogError> {
-    let rows = sqlx::query(select_warehouses!(" ORDER BY name")).fetch_all(&store.pool).await.map_err(db_error)?;
+pub(crate) async fn list(store: &SqlStore, visible_to: Option<&str>) -> Result<Vec<Warehouse>, CatalogError> {
+    let rows = match visible_to {
+        None => sqlx::query(select_warehouses!(" ORDER BY name")).fetch_all(&store.pool).await,
+        // Only warehouses the principal holds something in (a grant on the warehouse or below).
+        Some(principal) => sqlx::query(select_warehouses!(
+            " WHERE EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+              WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) \
+              AND g.warehouse_id = warehouses.id) ORDER BY name"
+        ))
+        .bind(principal)
+        .bind(now_ms())
+        .fetch_all(&store.pool)
+        .await,
+    }
+    .map_err(db_error)?;
     rows.iter().map(from_row).collect()
 }
 

@@ -38,7 +38,7 @@ async fn warehouse_names_are_unique(db: TestDatabase) {
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
     assert_eq!(store.warehouse_by_name(&name).await.unwrap().unwrap(), created);
     assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), created);
-    assert_eq!(store.list_warehouses().await.unwrap(), vec![created]);
+    assert_eq!(store.list_warehouses(None).await.unwrap(), vec![created]);
 }
 
 async fn ensure_warehouse_creates_once_and_keeps_the_first_root(db: TestDatabase) {
@@ -123,14 +123,14 @@ async fn listings_return_direct_children_in_byte_order(db: TestDatabase) {
     for path in ["b", "a", "B", "a.z", "a.y", "a.y.deep", "ab", "é"] {
         store.create_namespace(&wh, &ns(path), &Properties::new()).await.unwrap();
     }
-    let top = store.list_namespaces(&wh, None, &ALL).await.unwrap();
+    let top = store.list_namespaces(&wh, None, &ALL, None).await.unwrap();
     assert_eq!(top.items, vec![ns("B"), ns("a"), ns("ab"), ns("b"), ns("é")]);
     assert_eq!(top.next_after, None);
-    let children = store.list_namespaces(&wh, Some(&ns("a")), &ALL).await.unwrap();
+    let children = store.list_namespaces(&wh, Some(&ns("a")), &ALL, None).await.unwrap();
     assert_eq!(children.items, vec![ns("a.y"), ns("a.z")]);
-    let none = store.list_namespaces(&wh, Some(&ns("a.z")), &ALL).await.unwrap();
+    let none = store.list_namespaces(&wh, Some(&ns("a.z")), &ALL, None).await.unwrap();
     assert!(none.items.is_empty());
-    let err = store.list_namespaces(&wh, Some(&ns("missing")), &ALL).await.unwrap_err();
+    let err = store.list_namespaces(&wh, Some(&ns("missing")), &ALL, None).await.unwrap_err();
     assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
 }
 
@@ -146,7 +146,7 @@ async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
     let mut pages = 0;
     loop {
         let page =
-            store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }).await.unwrap();
+            store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }, None).await.unwrap();
         assert!(page.items.len() <= 5);
         seen.extend(page.items.iter().map(|n| n.encoded()));
         pages += 1;
@@ -169,10 +169,10 @@ async fn the_last_full_page_has_no_next_token(db: TestDatabase) {
     for n in ["a", "b", "c", "d"] {
         store.create_namespace(&wh, &ns(n), &Properties::new()).await.unwrap();
     }
-    let first = store.list_namespaces(&wh, None, &PageRequest { after: None, limit: Some(2) }).await.unwrap();
+    let first = store.list_namespaces(&wh, None, &PageRequest { after: None, limit: Some(2) }, None).await.unwrap();
     assert_eq!(first.next_after.as_deref(), Some("b"));
     let last =
-        store.list_namespaces(&wh, None, &PageRequest { after: first.next_after, limit: Some(2) }).await.unwrap();
+        store.list_namespaces(&wh, None, &PageRequest { after: first.next_after, limit: Some(2) }, None).await.unwrap();
     assert_eq!(last.items, vec![ns("c"), ns("d")]);
     assert_eq!(last.next_after, None);
 }
@@ -184,7 +184,7 @@ async fn namespaces_are_isolated_per_warehouse(db: TestDatabase) {
     store.create_namespace(&w1, &ns("shared"), &props(&[("w", "1")])).await.unwrap();
     store.create_namespace(&w2, &ns("shared"), &props(&[("w", "2")])).await.unwrap();
     store.create_namespace(&w2, &ns("only2"), &Properties::new()).await.unwrap();
-    assert_eq!(store.list_namespaces(&w1, None, &ALL).await.unwrap().items, vec![ns("shared")]);
+    assert_eq!(store.list_namespaces(&w1, None, &ALL, None).await.unwrap().items, vec![ns("shared")]);
     assert_eq!(store.load_namespace(&w2, &ns("shared")).await.unwrap(), Some(props(&[("w", "2")])));
     assert!(!store.namespace_exists(&w1, &ns("only2")).await.unwrap());
 }
@@ -314,7 +314,7 @@ async fn table_locations_may_not_overlap(db: TestDatabase) {
     table(store, &wh, "a_b", "file:///w/db/a_b").await.unwrap();
     let err = table(store, &wh, "a", "file:///w/db/elsewhere").await.unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
-    let page = store.list_tabulars(&wh, &ns("db"), TabularKind::Table, &ALL).await.unwrap();
+    let page = store.list_tabulars(&wh, &ns("db"), TabularKind::Table, &ALL, None).await.unwrap();
     assert_eq!(page.items, ["a", "a2", "a_b"]);
 }
 

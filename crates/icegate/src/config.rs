@@ -20,7 +20,53 @@ pub struct Config {
     pub server: ServerConfig,
     pub database: DatabaseConfig,
     pub catalog: CatalogConfig,
+    pub auth: AuthConfig,
     pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    None,
+    Required,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `none` (every request may do everything; loopback only unless
+    /// `allow_unauthenticated_remote`) or `required`.
+    pub mode: AuthMode,
+    /// Serve without authentication on a non-loopback address anyway.
+    pub allow_unauthenticated_remote: bool,
+    /// HS256 key for icegate-issued tokens (at least 32 characters); unset: one generated once
+    /// and shared by every replica through the database.
+    pub token_signing_key: Option<String>,
+    #[serde(with = "humantime_serde")]
+    pub token_lifetime: Duration,
+    pub token_issuer: String,
+    pub token_audience: String,
+    #[serde(with = "humantime_serde")]
+    pub clock_skew: Duration,
+    /// Client id and secret of an `admin` principal created at start-up if it does not exist.
+    pub bootstrap_client_id: Option<String>,
+    pub bootstrap_client_secret: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::None,
+            allow_unauthenticated_remote: false,
+            token_signing_key: None,
+            token_lifetime: Duration::from_secs(3600),
+            token_issuer: "icegate".into(),
+            token_audience: "icegate".into(),
+            clock_skew: Duration::from_secs(60),
+            bootstrap_client_id: None,
+            bootstrap_client_secret: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -81,6 +127,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             database: DatabaseConfig::default(),
             catalog: CatalogConfig::default(),
+            auth: AuthConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -138,6 +185,10 @@ pub struct Overrides {
     /// Do not apply migrations at start-up (`database.run_migrations = false`).
     #[arg(long)]
     pub no_migrate: bool,
+    /// Serve without authentication even on a non-loopback address
+    /// (`auth.allow_unauthenticated_remote = true`). Never in production.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
     /// `text` or `json` (`log.format`).
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
@@ -164,6 +215,9 @@ pub fn load(overrides: &Overrides) -> anyhow::Result<Config> {
     }
     if overrides.no_migrate {
         figment = figment.merge(("database.run_migrations", false));
+    }
+    if overrides.insecure_no_auth {
+        figment = figment.merge(("auth.allow_unauthenticated_remote", true));
     }
     if let Some(format) = &overrides.log_format {
         figment = figment.merge(("log.format", format));
@@ -215,6 +269,22 @@ impl Config {
         }
         if self.server.request_timeout.is_zero() {
             bail!("invalid configuration: server.request_timeout must be positive");
+        }
+        if self.auth.mode == AuthMode::None
+            && !self.server.listen.ip().is_loopback()
+            && !self.auth.allow_unauthenticated_remote
+        {
+            bail!(
+                "refusing to serve without authentication on {}: set auth.mode = \"required\" \
+                 (ICEGATE__AUTH__MODE=required), listen on a loopback address, or pass --insecure-no-auth",
+                self.server.listen
+            );
+        }
+        if self.auth.bootstrap_client_id.is_some() != self.auth.bootstrap_client_secret.is_some() {
+            bail!("invalid configuration: auth.bootstrap_client_id and auth.bootstrap_client_secret go together");
+        }
+        if self.auth.bootstrap_client_secret.as_ref().is_some_and(|s| s.len() < 16) {
+            bail!("invalid configuration: auth.bootstrap_client_secret must be at least 16 characters");
         }
         if let Some(url) = &self.database.url {
             icegate_store::Backend::from_url(url).context("invalid configuration: database.url")?;
@@ -362,6 +432,19 @@ mod tests {
         Jail::expect_with(|jail| {
             jail.set_env("ICEGATE__CATALOG__DEFAULT_WAREHOUSE", "");
             assert_eq!(load(&Overrides::default()).unwrap().catalog.default_warehouse, None);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn serving_a_routable_address_without_auth_is_refused_unless_insisted() {
+        Jail::expect_with(|jail| {
+            jail.set_env("ICEGATE__SERVER__LISTEN", "0.0.0.0:8181");
+            let err = load(&Overrides::default()).unwrap_err().to_string();
+            assert!(err.contains("refusing to serve without authentication"), "{err}");
+            assert!(load(&Overrides { insecure_no_auth: true, ..Overrides::default() }).is_ok());
+            jail.set_env("ICEGATE__AUTH__MODE", "required");
+            assert!(load(&Overrides::default()).is_ok());
             Ok(())
         });
     }

@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use icegate_api::{HttpOptions, Metrics};
+use icegate_api::{HttpOptions, Metrics, Security};
+use icegate_catalog::access::{AccessStore, Authorizer};
+use icegate_catalog::auth::{AuthSettings, Authenticator};
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::{SqlStore, StoreOptions};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Config, LogFormat, Overrides};
+use crate::config::{AuthMode, Config, LogFormat, Overrides};
 
 #[derive(Parser)]
 #[command(name = "icegate", version, about = "An Apache Iceberg REST catalog server")]
@@ -29,6 +31,8 @@ enum Command {
     Serve(Overrides),
     /// Apply pending database migrations and exit.
     Migrate(Overrides),
+    /// Create the `admin` principal (server admin) and print its credentials once.
+    Bootstrap(Overrides),
     /// Write the generated OpenAPI documents (Iceberg REST surface and management API).
     Openapi {
         /// Directory to write `iceberg-rest.yaml` and `management.yaml` into.
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Serve(overrides) => serve(config::load(&overrides)?).await,
             Command::Migrate(overrides) => migrate(config::load(&overrides)?).await,
+            Command::Bootstrap(overrides) => bootstrap(config::load(&overrides)?).await,
             Command::Openapi { out } => write_openapi(&out),
         }
     });
@@ -91,6 +96,47 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn bootstrap(config: Config) -> anyhow::Result<()> {
+    init_logging(&config)?;
+    let store = open_store(&config).await?;
+    if config.database.run_migrations {
+        store.migrate().await?;
+    }
+    let (client_id, secret) = (icegate_catalog::auth::new_client_id(), icegate_catalog::auth::random_secret());
+    if !icegate_catalog::auth::bootstrap_admin(&store, &client_id, &secret).await? {
+        anyhow::bail!(
+            "an `admin` principal exists already; rotate its secret with \
+             POST /management/v1/principals/admin/rotate-secret"
+        );
+    }
+    println!("Created principal `admin` (server admin). Its secret is shown only now:");
+    println!("  client id:     {client_id}");
+    println!("  client secret: {secret}");
+    println!("PyIceberg: load_catalog(\"icegate\", type=\"rest\", uri=..., credential=\"{client_id}:<secret>\")");
+    store.close().await;
+    Ok(())
+}
+
+async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security> {
+    let access: Arc<dyn AccessStore> = Arc::new(store.clone());
+    if let (Some(id), Some(secret)) = (&config.auth.bootstrap_client_id, &config.auth.bootstrap_client_secret)
+        && icegate_catalog::auth::bootstrap_admin(access.as_ref(), id, secret).await?
+    {
+        tracing::info!(client_id = %id, "created the bootstrap admin principal");
+    }
+    let settings = AuthSettings {
+        required: config.auth.mode == AuthMode::Required,
+        issuer: config.auth.token_issuer.clone(),
+        audience: config.auth.token_audience.clone(),
+        token_lifetime: config.auth.token_lifetime,
+        leeway: config.auth.clock_skew,
+    };
+    let authenticator = Authenticator::new(settings, access.clone(), config.auth.token_signing_key.clone())
+        .await
+        .context("setting up token signing")?;
+    Ok(Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) })
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     let store = open_store(&config).await?;
@@ -105,11 +151,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         }
         store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
     }
+    let security = security(&config, &store).await?;
     let store: Arc<dyn CatalogStore> = Arc::new(store);
     let catalog =
         Catalog::new(store.clone(), Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse.clone());
     let app = icegate_api::app(
         catalog,
+        security,
         Metrics::new(),
         &HttpOptions {
             request_timeout: config.server.request_timeout,
@@ -177,6 +225,10 @@ fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, w
     };
     println!("icegate {} is serving the Iceberg REST catalog at {url}", env!("CARGO_PKG_VERSION"));
     println!("  metadata store: {store}");
+    println!(
+        "  authentication: {}",
+        if config.auth.mode == AuthMode::Required { "required (POST /v1/oauth/tokens)" } else { "none (loopback only)" }
+    );
     if let Some(name) = warehouse {
         println!("  default warehouse: {name} ({})", config.default_warehouse_root());
         println!();

@@ -28,12 +28,19 @@ use crate::models::{
 )]
 pub async fn list_namespaces(
     State(state): State<AppState>,
+    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
     let listing = state
         .catalog
-        .list_namespaces(&prefix, query.parent.as_deref(), query.page_token.as_deref(), query.page_size)
+        .list_namespaces(
+            &prefix,
+            query.parent.as_deref(),
+            query.page_token.as_deref(),
+            query.page_size,
+            crate::authz::visibility(visibility).as_deref(),
+        )
         .await?;
     Ok(Json(ListNamespacesResponse {
         next_page_token: listing.next_page_token.map(PageToken),

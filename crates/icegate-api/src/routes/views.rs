@@ -44,10 +44,20 @@ fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
 )]
 pub async fn list_views(
     State(state): State<AppState>,
+    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
-    let listing = state.catalog.list_views(&prefix, &namespace, query.page_token.as_deref(), query.page_size).await?;
+    let listing = state
+        .catalog
+        .list_views(
+            &prefix,
+            &namespace,
+            query.page_token.as_deref(),
+            query.page_size,
+            crate::authz::visibility(visibility).as_deref(),
+        )
+        .await?;
     Ok(Json(ListTablesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         identifiers: listing

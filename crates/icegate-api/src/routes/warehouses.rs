@@ -84,8 +84,11 @@ pub async fn create_warehouse(
         (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
     )
 )]
-pub async fn list_warehouses(State(state): State<AppState>) -> Result<Json<ListWarehousesResponse>, ApiError> {
-    let warehouses = state.catalog.list_warehouses().await?;
+pub async fn list_warehouses(
+    State(state): State<AppState>,
+    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
+) -> Result<Json<ListWarehousesResponse>, ApiError> {
+    let warehouses = state.catalog.list_warehouses(crate::authz::visibility(visibility).as_deref()).await?;
     Ok(Json(ListWarehousesResponse { warehouses: warehouses.into_iter().map(Into::into).collect() }))
 }
 

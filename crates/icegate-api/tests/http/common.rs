@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use icegate_api::{HttpOptions, Metrics};
+use icegate_api::{HttpOptions, Metrics, Security};
+use icegate_catalog::access::{AccessStore, Authorizer};
+use icegate_catalog::auth::{AuthSettings, Authenticator};
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 use reqwest::{Method, StatusCode};
@@ -17,10 +19,18 @@ pub struct TestApp {
     /// The `default` warehouse's prefix.
     pub prefix: String,
     pub _db: Option<TestDatabase>,
+    pub access_db: Option<TestDatabase>,
     /// The `default` warehouse's directory (a `file://` root), removed with the app.
     pub warehouse_dir: Option<tempfile::TempDir>,
     _server: tokio::task::JoinHandle<()>,
 }
+
+/// The bootstrap admin's credentials in secured test servers.
+pub const ADMIN_ID: &str = "admin-client";
+pub const ADMIN_SECRET: &str = "admin-secret-0123456789";
+
+/// The token signing key of test servers (tests forge tokens with other keys).
+pub const TEST_SIGNING_KEY: &str = "test-signing-key-test-signing-key-0123456789";
 
 pub fn default_options() -> HttpOptions {
     HttpOptions {
@@ -31,15 +41,28 @@ pub fn default_options() -> HttpOptions {
 }
 
 impl TestApp {
-    /// A server on a fresh database of `backend`, with a `default` warehouse.
+    /// A server on a fresh database of `backend`, with a `default` warehouse; no authentication.
     pub async fn spawn(backend: TestBackend) -> Self {
+        Self::spawn_auth(backend, false).await
+    }
+
+    /// The same, with authentication `required` and an `admin` principal (see [`ADMIN_ID`]).
+    pub async fn spawn_secured(backend: TestBackend) -> Self {
+        let app = Self::spawn_auth(backend, true).await;
+        let db = app._db.as_ref().unwrap();
+        assert!(icegate_catalog::auth::bootstrap_admin(&db.store, ADMIN_ID, ADMIN_SECRET).await.unwrap());
+        app
+    }
+
+    async fn spawn_auth(backend: TestBackend, required: bool) -> Self {
         let db = TestDatabase::new(backend).await;
         let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
         let name = WarehouseName::parse("default").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
         let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
-        let mut app = Self::serve(store, Some(name), default_options()).await;
+        let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
+        let mut app = Self::serve_with(store, access, required, Some(name), default_options()).await;
         app.prefix = warehouse.id;
         app._db = Some(db);
         app.warehouse_dir = Some(dir);
@@ -52,8 +75,33 @@ impl TestApp {
         default_warehouse: Option<WarehouseName>,
         options: HttpOptions,
     ) -> Self {
+        // Access control lives in its own database here, so that any catalog store can be used.
+        let access_db = TestDatabase::new(TestBackend::Sqlite).await;
+        let access: Arc<dyn AccessStore> = Arc::new(access_db.store.clone());
+        let mut app = Self::serve_with(store, access, false, default_warehouse, options).await;
+        app.access_db = Some(access_db);
+        app
+    }
+
+    /// A server whose access control uses `access`, with authentication `required` or not.
+    pub async fn serve_with(
+        store: Arc<dyn CatalogStore>,
+        access: Arc<dyn AccessStore>,
+        required: bool,
+        default_warehouse: Option<WarehouseName>,
+        options: HttpOptions,
+    ) -> Self {
+        let settings = AuthSettings {
+            required,
+            issuer: "icegate".into(),
+            audience: "icegate".into(),
+            token_lifetime: Duration::from_secs(3600),
+            leeway: Duration::from_secs(5),
+        };
+        let authenticator = Authenticator::new(settings, access.clone(), Some(TEST_SIGNING_KEY.into())).await.unwrap();
+        let security = Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) };
         let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse);
-        let app = icegate_api::app(catalog, Metrics::new(), &options);
+        let app = icegate_api::app(catalog, security, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(async move {
@@ -64,6 +112,7 @@ impl TestApp {
             client: reqwest::Client::new(),
             prefix: String::new(),
             _db: None,
+            access_db: None,
             warehouse_dir: None,
             _server: server,
         }

@@ -123,7 +123,7 @@ impl CatalogStore for BrokenStore {
     async fn ensure_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
         self.fail().await
     }
-    async fn list_warehouses(&self) -> Result<Vec<Warehouse>> {
+    async fn list_warehouses(&self, _: Option<&str>) -> Result<Vec<Warehouse>> {
         self.fail().await
     }
     async fn warehouse_by_name(&self, _: &WarehouseName) -> Result<Option<Warehouse>> {
@@ -143,6 +143,7 @@ impl CatalogStore for BrokenStore {
         _: &str,
         _: Option<&NamespaceIdent>,
         _: &PageRequest,
+        _: Option<&str>,
     ) -> Result<Page<NamespaceIdent>> {
         self.fail().await
     }
@@ -203,6 +204,7 @@ impl CatalogStore for BrokenStore {
         _: &NamespaceIdent,
         _: TabularKind,
         _: &PageRequest,
+        _: Option<&str>,
     ) -> Result<Page<String>> {
         self.fail().await
     }

@@ -1,0 +1,367 @@
+//! Authentication and authorization of every request, in one place.
+//!
+//! Each route has a rule in [`rule`]; a route without one is refused (deny by default), and a
+//! test checks that every documented route has a rule. The rule names the privilege and the
+//! securable it applies to; the securable is resolved from the path, the query or (for
+//! creates, renames, transactions and grants) the JSON body.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use icegate_catalog::access::{Authorizer, Caller, Privilege, SecurableType, Target, Visibility};
+use icegate_catalog::auth::Authenticator;
+use icegate_catalog::store::TabularKind;
+use icegate_catalog::{CatalogError, NamespaceIdent};
+use serde_json::Value;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// Authentication and authorization services shared by every request.
+#[derive(Clone)]
+pub struct Security {
+    pub authenticator: Arc<Authenticator>,
+    pub authorizer: Arc<Authorizer>,
+}
+
+/// What a route requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// No authentication (health, readiness, metrics, the token endpoint).
+    Public,
+    /// Any authenticated caller (whoami; listings filtered to what the caller can see).
+    Authenticated,
+    Server(Privilege),
+    /// On the warehouse of `{prefix}`, of `?warehouse=` (config), or of `{name}` (management).
+    Warehouse(Privilege),
+    /// On `{namespace}`.
+    Namespace(Privilege),
+    /// Describe the `?parent=` namespace (or the warehouse) and list what is visible in it.
+    ListNamespaces,
+    /// Create inside the parent of the body's `namespace` (or in the warehouse).
+    CreateNamespace,
+    /// On `{table}` or `{view}`.
+    Tabular(TabularKind, Privilege),
+    /// Drop on the body's source, create on the destination's namespace.
+    Rename(TabularKind),
+    /// Write on every table of the body's `table-changes`.
+    Transaction,
+    /// Manage grants on the body's securable.
+    Grant,
+    /// Listing grants: by role needs server admin; by principal, admin or being that principal.
+    ListGrants,
+}
+
+/// The rule of each route (method and route template).
+pub fn rule(method: &Method, route: &str) -> Option<Rule> {
+    use Privilege as P;
+    use Rule as R;
+    let table = TabularKind::Table;
+    let view = TabularKind::View;
+    let m = method.as_str();
+    Some(match (m, route) {
+        (_, "/health" | "/ready" | "/metrics" | "/v1/oauth/tokens") => R::Public,
+        ("GET", "/v1/config") => R::Warehouse(P::Describe),
+        ("GET", "/v1/{prefix}/namespaces") => R::ListNamespaces,
+        ("POST", "/v1/{prefix}/namespaces") => R::CreateNamespace,
+        ("GET" | "HEAD", "/v1/{prefix}/namespaces/{namespace}") => R::Namespace(P::Describe),
+        ("DELETE", "/v1/{prefix}/namespaces/{namespace}") => R::Namespace(P::Drop),
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/properties") => R::Namespace(P::Write),
+        ("GET", "/v1/{prefix}/namespaces/{namespace}/tables" | "/v1/{prefix}/namespaces/{namespace}/views") => {
+            R::Namespace(P::Describe)
+        }
+        (
+            "POST",
+            "/v1/{prefix}/namespaces/{namespace}/tables"
+            | "/v1/{prefix}/namespaces/{namespace}/register"
+            | "/v1/{prefix}/namespaces/{namespace}/views"
+            | "/v1/{prefix}/namespaces/{namespace}/register-view",
+        ) => R::Namespace(P::Create),
+        ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Read),
+        ("HEAD", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Describe),
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Write),
+        ("DELETE", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Drop),
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics") => R::Tabular(table, P::Read),
+        ("POST", "/v1/{prefix}/tables/rename") => R::Rename(table),
+        ("POST", "/v1/{prefix}/transactions/commit") => R::Transaction,
+        ("GET", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Read),
+        ("HEAD", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Describe),
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Write),
+        ("DELETE", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Drop),
+        ("POST", "/v1/{prefix}/views/rename") => R::Rename(view),
+        ("POST", "/management/v1/warehouses") => R::Server(P::Admin),
+        ("GET", "/management/v1/warehouses" | "/management/v1/whoami") => R::Authenticated,
+        ("GET", "/management/v1/warehouses/{name}") => R::Warehouse(P::Describe),
+        ("DELETE", "/management/v1/warehouses/{name}") => R::Warehouse(P::Admin),
+        (
+            _,
+            "/management/v1/principals"
+            | "/management/v1/principals/{name}"
+            | "/management/v1/principals/{name}/rotate-secret"
+            | "/management/v1/roles"
+            | "/management/v1/roles/{role}"
+            | "/management/v1/roles/{role}/principals/{principal}",
+        ) => R::Server(P::Admin),
+        ("POST" | "DELETE", "/management/v1/grants") => R::Grant,
+        ("GET", "/management/v1/grants") => R::ListGrants,
+        ("GET", "/management/v1/grants/on") => R::Grant,
+        _ => return None,
+    })
+}
+
+/// The tables and views a list handler shows (absent when authorization is off).
+pub fn visibility(request_visibility: Option<axum::Extension<Visibility>>) -> Option<String> {
+    request_visibility.and_then(|axum::Extension(v)| v.principal().map(str::to_owned))
+}
+
+fn namespace_target(warehouse_id: &str, namespace: NamespaceIdent) -> Target {
+    Target::Namespace { warehouse_id: warehouse_id.to_owned(), namespace }
+}
+
+/// A namespace named by its levels in a JSON body.
+fn body_namespace(value: &Value) -> Result<NamespaceIdent, CatalogError> {
+    let levels: Vec<String> = serde_json::from_value(value.clone())
+        .map_err(|_| CatalogError::bad_request("namespace must be an array of strings"))?;
+    NamespaceIdent::from_levels(levels)
+}
+
+/// Middleware over every route.
+pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match check(&state, request).await {
+        Ok(request) => next.run(request).await,
+        Err(err) => ApiError::from(err).into_response(),
+    }
+}
+
+async fn check(state: &AppState, request: Request) -> Result<Request, CatalogError> {
+    let Some(route) = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()) else {
+        return Ok(request); // unknown route: the fallback answers 404
+    };
+    let method = request.method().clone();
+    // axum answers HEAD with the GET handler where no HEAD handler exists: same rule.
+    let found = rule(&method, &route).or_else(|| (method == Method::HEAD).then(|| rule(&Method::GET, &route)).flatten());
+    let Some(rule) = found else {
+        if state.operations.contains(&(method.to_string(), route.clone())) {
+            // A real operation without a rule is a bug: fail closed.
+            tracing::error!(%method, %route, "route without an authorization rule");
+            return Err(CatalogError::Forbidden("no authorization rule for this route".into()));
+        }
+        return Ok(request); // a method the route does not serve: the router answers 405
+    };
+    if rule == Rule::Public {
+        return Ok(request);
+    }
+    let security = &state.security;
+    let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let caller = security.authenticator.authenticate(authorization)?;
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(caller.clone());
+    if caller == Caller::Unrestricted {
+        return Ok(Request::from_parts(parts, body));
+    }
+    let params: HashMap<String, String> = axum::extract::Path::<HashMap<String, String>>::from_request_parts(&mut parts, &())
+        .await
+        .map(|p| p.0)
+        .unwrap_or_default();
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| serde_urlencoded_pairs(q))
+        .unwrap_or_default();
+    // Bodies are read only for the rules that need them (small JSON documents).
+    let needs_body = matches!(rule, Rule::CreateNamespace | Rule::Rename(_) | Rule::Transaction | Rule::Grant)
+        && method != Method::GET;
+    let (body, json) = if needs_body {
+        let bytes = axum::body::to_bytes(body, state.max_body_bytes)
+            .await
+            .map_err(|_| CatalogError::bad_request("request body too large or unreadable"))?;
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        (Body::from(bytes), json)
+    } else {
+        (body, Value::Null)
+    };
+
+    let authorizer = &security.authorizer;
+    let warehouse = || async {
+        if let Some(prefix) = params.get("prefix") {
+            state.catalog.warehouse_for_prefix(prefix).await
+        } else if let Some(name) = params.get("name") {
+            state.catalog.get_warehouse(name).await
+        } else {
+            state.catalog.config_warehouse(query.get("warehouse").map(String::as_str)).await
+        }
+    };
+    let namespace_param = || NamespaceIdent::parse_encoded(params.get("namespace").map(String::as_str).unwrap_or(""));
+    let visibility = match rule {
+        Rule::Public => Visibility::All,
+        Rule::Authenticated => match &caller {
+            Caller::Principal { id, .. } => {
+                // Listings under this rule filter to what the caller holds unless it holds server-wide.
+                authorizer.check(&caller, &Target::Server, Privilege::Describe, || CatalogError::Forbidden(String::new())).await
+                    .unwrap_or_else(|_| Visibility::HeldBy(id.clone()))
+            }
+            Caller::Unrestricted => Visibility::All,
+        },
+        Rule::Server(privilege) => {
+            authorizer
+                .check(&caller, &Target::Server, privilege, || CatalogError::Forbidden(format!("requires {privilege} on the server")))
+                .await?
+        }
+        Rule::Warehouse(privilege) => {
+            let wh = warehouse().await?;
+            let name = wh.name.to_string();
+            authorizer
+                .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, privilege, || CatalogError::no_such_warehouse(name))
+                .await?
+        }
+        Rule::ListNamespaces => {
+            let wh = warehouse().await?;
+            match query.get("parent").filter(|p| !p.is_empty()) {
+                Some(parent) => {
+                    let parent = NamespaceIdent::parse_encoded(parent)?;
+                    let missing = CatalogError::no_such_namespace(&parent);
+                    authorizer.check(&caller, &namespace_target(&wh.id, parent), Privilege::Describe, || missing).await?
+                }
+                None => {
+                    let name = wh.name.to_string();
+                    authorizer
+                        .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, Privilege::Describe, || {
+                            CatalogError::no_such_warehouse(name)
+                        })
+                        .await?
+                }
+            }
+        }
+        Rule::CreateNamespace => {
+            let wh = warehouse().await?;
+            let namespace = body_namespace(&json["namespace"])?;
+            match namespace.parent() {
+                Some(parent) => {
+                    let missing = CatalogError::no_such_namespace(&parent);
+                    authorizer.check(&caller, &namespace_target(&wh.id, parent), Privilege::Create, || missing).await?
+                }
+                None => {
+                    let name = wh.name.to_string();
+                    authorizer
+                        .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, Privilege::Create, || {
+                            CatalogError::no_such_warehouse(name)
+                        })
+                        .await?
+                }
+            }
+        }
+        Rule::Namespace(privilege) => {
+            let wh = warehouse().await?;
+            let namespace = namespace_param()?;
+            let missing = CatalogError::no_such_namespace(&namespace);
+            authorizer.check(&caller, &namespace_target(&wh.id, namespace), privilege, || missing).await?
+        }
+        Rule::Tabular(kind, privilege) => {
+            let wh = warehouse().await?;
+            let namespace = namespace_param()?;
+            let key = if kind == TabularKind::View { "view" } else { "table" };
+            let name = params.get(key).cloned().unwrap_or_default();
+            let missing = if kind == TabularKind::View {
+                CatalogError::no_such_view(format!("{namespace}.{name}"))
+            } else {
+                CatalogError::no_such_table(format!("{namespace}.{name}"))
+            };
+            let target = Target::Tabular { warehouse_id: wh.id, namespace, name, kind };
+            authorizer.check(&caller, &target, privilege, || missing).await?
+        }
+        Rule::Rename(kind) => {
+            let wh = warehouse().await?;
+            let source_ns = body_namespace(&json["source"]["namespace"])?;
+            let source_name = json["source"]["name"].as_str().unwrap_or_default().to_owned();
+            let missing = if kind == TabularKind::View {
+                CatalogError::no_such_view(format!("{source_ns}.{source_name}"))
+            } else {
+                CatalogError::no_such_table(format!("{source_ns}.{source_name}"))
+            };
+            let source = Target::Tabular { warehouse_id: wh.id.clone(), namespace: source_ns, name: source_name, kind };
+            authorizer.check(&caller, &source, Privilege::Drop, || missing).await?;
+            let destination = body_namespace(&json["destination"]["namespace"])?;
+            let missing = CatalogError::no_such_namespace(&destination);
+            authorizer.check(&caller, &namespace_target(&wh.id, destination), Privilege::Create, || missing).await?
+        }
+        Rule::Transaction => {
+            let wh = warehouse().await?;
+            for change in json["table-changes"].as_array().into_iter().flatten() {
+                let namespace = body_namespace(&change["identifier"]["namespace"])?;
+                let name = change["identifier"]["name"].as_str().unwrap_or_default().to_owned();
+                let missing = CatalogError::no_such_table(format!("{namespace}.{name}"));
+                let target = Target::Tabular { warehouse_id: wh.id.clone(), namespace, name, kind: TabularKind::Table };
+                authorizer.check(&caller, &target, Privilege::Write, || missing).await?;
+            }
+            Visibility::All
+        }
+        Rule::Grant => {
+            let securable = if method == Method::GET { query_securable(&query) } else { json["securable"].clone() };
+            let target = securable_target(state, &securable).await?;
+            authorizer
+                .check(&caller, &target, Privilege::ManageGrants, || CatalogError::Forbidden("requires manage_grants".into()))
+                .await?
+        }
+        Rule::ListGrants => {
+            let own = matches!((&caller, query.get("principal")), (Caller::Principal { name, .. }, Some(p)) if p == name);
+            if !own {
+                authorizer
+                    .check(&caller, &Target::Server, Privilege::Admin, || CatalogError::Forbidden("requires admin on the server".into()))
+                    .await?;
+            }
+            Visibility::All
+        }
+    };
+    parts.extensions.insert(visibility);
+    Ok(Request::from_parts(parts, body))
+}
+
+/// `a=b&c=d` as a map (percent-decoded).
+fn serde_urlencoded_pairs(query: &str) -> HashMap<String, String> {
+    axum::extract::Query::<HashMap<String, String>>::try_from_uri(&format!("http://x/?{query}").parse().unwrap_or_default())
+        .map(|q| q.0)
+        .unwrap_or_default()
+}
+
+fn query_securable(query: &HashMap<String, String>) -> Value {
+    let mut value = serde_json::json!({"type": query.get("type").cloned().unwrap_or_default()});
+    if let Some(w) = query.get("warehouse") {
+        value["warehouse"] = Value::String(w.clone());
+    }
+    if let Some(n) = query.get("namespace") {
+        value["namespace"] =
+            Value::Array(n.split('\u{1f}').map(|l| Value::String(l.to_owned())).collect());
+    }
+    if let Some(n) = query.get("name") {
+        value["name"] = Value::String(n.clone());
+    }
+    value
+}
+
+/// The authorization target of a securable named in a grant request.
+async fn securable_target(state: &AppState, securable: &Value) -> Result<Target, CatalogError> {
+    let kind = SecurableType::parse(securable["type"].as_str().unwrap_or_default())?;
+    if kind == SecurableType::Server {
+        return Ok(Target::Server);
+    }
+    let warehouse = securable["warehouse"].as_str().ok_or_else(|| CatalogError::bad_request("securable.warehouse is required"))?;
+    let warehouse_id = state.catalog.get_warehouse(warehouse).await?.id;
+    if kind == SecurableType::Warehouse {
+        return Ok(Target::Warehouse { warehouse_id });
+    }
+    let namespace = body_namespace(&securable["namespace"])?;
+    Ok(match kind {
+        SecurableType::Namespace => Target::Namespace { warehouse_id, namespace },
+        _ => Target::Tabular {
+            warehouse_id,
+            namespace,
+            name: securable["name"].as_str().unwrap_or_default().to_owned(),
+            kind: if kind == SecurableType::View { TabularKind::View } else { TabularKind::Table },
+        },
+    })
+}

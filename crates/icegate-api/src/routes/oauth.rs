@@ -1,0 +1,103 @@
+//! `POST /v1/oauth/tokens`: the OAuth2 client-credentials grant, answered the way PyIceberg,
+//! the Java client (`credential=id:secret`) and DuckDB (`CLIENT_ID`/`CLIENT_SECRET`) expect.
+//! Errors use the OAuth2 error format, not the Iceberg one.
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use icegate_catalog::auth::TokenError;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::AppState;
+
+/// The client-credentials token request (form-encoded).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct OAuthTokenRequest {
+    pub grant_type: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub scope: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OAuthTokenResponse {
+    pub access_token: String,
+    pub token_type: String,
+    pub expires_in: u64,
+    pub issued_token_type: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct OAuthError {
+    pub error: String,
+    pub error_description: Option<String>,
+}
+
+fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
+    let mut response = (
+        status,
+        [(header::CACHE_CONTROL, "no-store")],
+        axum::Json(OAuthError { error: error.into(), error_description: Some(description.into()) }),
+    )
+        .into_response();
+    crate::error::mark_iceberg_body(&mut response);
+    response
+}
+
+/// Client id and secret from HTTP Basic authentication, if present.
+fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let encoded = value.strip_prefix("Basic ").or_else(|| value.strip_prefix("basic "))?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (id, secret) = text.split_once(':')?;
+    Some((id.to_owned(), secret.to_owned()))
+}
+
+/// Get a token using an OAuth2 flow
+#[utoipa::path(
+    post,
+    path = "/v1/oauth/tokens",
+    tag = "OAuth2 API",
+    operation_id = "getToken",
+    request_body(content = OAuthTokenRequest, content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "OAuth2 token response for client credentials", body = OAuthTokenResponse),
+        (status = 400, description = "Bad request: an unsupported grant type or missing fields", body = OAuthError),
+        (status = 401, description = "Invalid client credentials", body = OAuthError),
+    )
+)]
+pub async fn get_token(State(state): State<AppState>, headers: HeaderMap, Form(request): Form<OAuthTokenRequest>) -> Response {
+    match request.grant_type.as_deref() {
+        Some("client_credentials") => {}
+        Some(_) => return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported"),
+        None => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "grant_type is required"),
+    }
+    let credentials = match (request.client_id, request.client_secret) {
+        (Some(id), Some(secret)) => Some((id, secret)),
+        _ => basic_credentials(&headers),
+    };
+    let Some((client_id, client_secret)) = credentials else {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "client_id and client_secret are required");
+    };
+    match state.security.authenticator.issue_token(&client_id, &client_secret).await {
+        Ok(token) => (
+            [(header::CACHE_CONTROL, "no-store")],
+            axum::Json(OAuthTokenResponse {
+                access_token: token.access_token,
+                token_type: "bearer".into(),
+                expires_in: token.expires_in,
+                issued_token_type: "urn:ietf:params:oauth:token-type:access_token".into(),
+            }),
+        )
+            .into_response(),
+        Err(TokenError::InvalidClient) => oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials"),
+        Err(TokenError::UnsupportedGrantType) => {
+            oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported")
+        }
+        Err(TokenError::InvalidRequest(why)) => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &why),
+    }
+}

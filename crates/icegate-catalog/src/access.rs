@@ -1,0 +1,320 @@
+//! Access control: principals, privileges, securables and the authorization decision.
+//!
+//! Deny by default. A grant on a container applies to everything below it; any privilege on an
+//! object lets its holder `describe` the object's ancestors, so callers can navigate to what
+//! they may use. An object the caller cannot describe is answered exactly like a missing one.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::error::CatalogError;
+use crate::ident::NamespaceIdent;
+use crate::store::TabularKind;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Privilege {
+    Describe,
+    Read,
+    Write,
+    Create,
+    Drop,
+    ManageGrants,
+    Admin,
+}
+
+impl Privilege {
+    pub const ALL: [Privilege; 7] = [
+        Privilege::Describe,
+        Privilege::Read,
+        Privilege::Write,
+        Privilege::Create,
+        Privilege::Drop,
+        Privilege::ManageGrants,
+        Privilege::Admin,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Describe => "describe",
+            Self::Read => "read",
+            Self::Write => "write",
+            Self::Create => "create",
+            Self::Drop => "drop",
+            Self::ManageGrants => "manage_grants",
+            Self::Admin => "admin",
+        }
+    }
+
+    pub fn parse(value: &str) -> Result<Self, CatalogError> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == value)
+            .ok_or_else(|| CatalogError::bad_request(format!("unknown privilege {value:?}")))
+    }
+
+    /// Whether holding `self` grants `wanted`: `admin` grants everything, `write` grants `read`,
+    /// and every privilege grants `describe`.
+    pub fn grants(self, wanted: Privilege) -> bool {
+        self == wanted
+            || self == Privilege::Admin
+            || wanted == Privilege::Describe
+            || (self == Privilege::Write && wanted == Privilege::Read)
+    }
+}
+
+impl fmt::Display for Privilege {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SecurableType {
+    Server,
+    Warehouse,
+    Namespace,
+    Table,
+    View,
+}
+
+impl SecurableType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Warehouse => "warehouse",
+            Self::Namespace => "namespace",
+            Self::Table => "table",
+            Self::View => "view",
+        }
+    }
+
+    pub fn parse(value: &str) -> Result<Self, CatalogError> {
+        match value {
+            "server" => Ok(Self::Server),
+            "warehouse" => Ok(Self::Warehouse),
+            "namespace" => Ok(Self::Namespace),
+            "table" => Ok(Self::Table),
+            "view" => Ok(Self::View),
+            other => Err(CatalogError::bad_request(format!("unknown securable type {other:?}"))),
+        }
+    }
+}
+
+/// What a request acts on, resolved to the warehouse id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    Server,
+    Warehouse { warehouse_id: String },
+    Namespace { warehouse_id: String, namespace: NamespaceIdent },
+    Tabular { warehouse_id: String, namespace: NamespaceIdent, name: String, kind: TabularKind },
+}
+
+/// The privileges a principal holds on a target: `direct` applies to the target (granted on it or
+/// inherited from a container), `below` are held on something inside it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holdings {
+    pub direct: HashSet<Privilege>,
+    pub below: bool,
+}
+
+impl Holdings {
+    pub fn has(&self, wanted: Privilege) -> bool {
+        self.direct.iter().any(|held| held.grants(wanted))
+    }
+
+    pub fn can_describe(&self) -> bool {
+        !self.direct.is_empty() || self.below
+    }
+}
+
+/// The caller of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// `auth.mode = none`: every request may do everything.
+    Unrestricted,
+    Principal { id: String, name: String },
+}
+
+/// The outcome of an authorization check, as the client sees it.
+pub fn decide(holdings: &Holdings, wanted: Privilege, not_found: impl FnOnce() -> CatalogError) -> Result<(), CatalogError> {
+    if holdings.has(wanted) || (wanted == Privilege::Describe && holdings.can_describe()) {
+        Ok(())
+    } else if holdings.can_describe() {
+        Err(CatalogError::Forbidden(format!("missing privilege {wanted}")))
+    } else {
+        Err(not_found())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_grants_everything_write_grants_read_and_all_grant_describe() {
+        for p in Privilege::ALL {
+            assert!(Privilege::Admin.grants(p));
+            assert!(p.grants(Privilege::Describe));
+            assert!(p.grants(p));
+        }
+        assert!(Privilege::Write.grants(Privilege::Read));
+        assert!(!Privilege::Read.grants(Privilege::Write));
+        assert!(!Privilege::Create.grants(Privilege::Drop));
+        assert!(!Privilege::ManageGrants.grants(Privilege::Read));
+    }
+
+    #[test]
+    fn undescribable_objects_look_missing_and_describable_ones_forbidden() {
+        let none = Holdings::default();
+        let err = decide(&none, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
+        assert!(matches!(err, CatalogError::NotFound { .. }));
+        let below = Holdings { direct: HashSet::new(), below: true };
+        assert!(decide(&below, Privilege::Describe, || CatalogError::no_such_table("t")).is_ok());
+        let err = decide(&below, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
+        assert!(matches!(err, CatalogError::Forbidden(_)));
+        let reader = Holdings { direct: HashSet::from([Privilege::Read]), below: false };
+        assert!(decide(&reader, Privilege::Read, || CatalogError::no_such_table("t")).is_ok());
+        assert!(matches!(decide(&reader, Privilege::Write, || CatalogError::no_such_table("t")), Err(CatalogError::Forbidden(_))));
+    }
+}
+
+/// A principal as stored (never with its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalRecord {
+    pub id: String,
+    pub name: String,
+    pub client_id: Option<String>,
+    pub secret_hash: Option<String>,
+    pub created_at_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleRecord {
+    pub id: String,
+    pub name: String,
+    pub created_at_ms: i64,
+}
+
+/// A securable named the way people name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurableRef {
+    pub kind: SecurableType,
+    pub warehouse: Option<String>,
+    pub namespace: Option<NamespaceIdent>,
+    pub name: Option<String>,
+}
+
+impl SecurableRef {
+    /// Checks that exactly the parts its type needs are present.
+    pub fn validate(&self) -> Result<(), CatalogError> {
+        let (w, n, t) = (self.warehouse.is_some(), self.namespace.is_some(), self.name.is_some());
+        let ok = match self.kind {
+            SecurableType::Server => !w && !n && !t,
+            SecurableType::Warehouse => w && !n && !t,
+            SecurableType::Namespace => w && n && !t,
+            SecurableType::Table | SecurableType::View => w && n && t,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(CatalogError::bad_request(format!(
+                "a {} securable needs {}",
+                self.kind.as_str(),
+                match self.kind {
+                    SecurableType::Server => "no warehouse, namespace or name",
+                    SecurableType::Warehouse => "a warehouse only",
+                    SecurableType::Namespace => "a warehouse and a namespace",
+                    SecurableType::Table | SecurableType::View => "a warehouse, a namespace and a name",
+                }
+            )))
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRecord {
+    pub id: String,
+    pub role: String,
+    pub privilege: Privilege,
+    pub securable: SecurableRef,
+    pub expires_at_ms: Option<i64>,
+}
+
+/// Persistence of principals, roles, memberships, grants and server settings.
+#[async_trait::async_trait]
+pub trait AccessStore: Send + Sync + 'static {
+    /// Stores `value` under `key` unless a value exists; returns the stored one (replica-safe).
+    async fn init_setting(&self, key: &str, value: &str) -> crate::Result<String>;
+
+    async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
+    async fn principal_by_name(&self, name: &str) -> crate::Result<Option<PrincipalRecord>>;
+    async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
+    async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
+    async fn delete_principal(&self, name: &str) -> crate::Result<()>;
+    async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
+
+    async fn create_role(&self, name: &str) -> crate::Result<RoleRecord>;
+    async fn role_by_name(&self, name: &str) -> crate::Result<Option<RoleRecord>>;
+    async fn list_roles(&self) -> crate::Result<Vec<RoleRecord>>;
+    async fn delete_role(&self, name: &str) -> crate::Result<()>;
+    async fn add_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
+    async fn remove_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
+    async fn role_members(&self, role: &str) -> crate::Result<Vec<String>>;
+    async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
+
+    async fn grant(&self, role: &str, privilege: Privilege, securable: &SecurableRef, expires_at_ms: Option<i64>) -> crate::Result<GrantRecord>;
+    async fn revoke(&self, role: &str, privilege: Privilege, securable: &SecurableRef) -> crate::Result<()>;
+    /// Grants of one role, or of every role of one principal (with `now_ms`: unexpired only).
+    async fn list_grants(&self, role: Option<&str>, principal_id: Option<&str>, now_ms: Option<i64>) -> crate::Result<Vec<GrantRecord>>;
+    /// Unexpired grants that apply to a securable, including those inherited from its containers.
+    async fn grants_on(&self, securable: &SecurableRef, now_ms: i64) -> crate::Result<Vec<GrantRecord>>;
+
+    /// What `principal_id` holds on `target` at `now_ms`, in one round trip.
+    async fn holdings(&self, principal_id: &str, target: &Target, now_ms: i64) -> crate::Result<Holdings>;
+}
+
+/// Which children of a container a caller sees in a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Visibility {
+    /// All of them: the caller holds a privilege on the container (or is unrestricted).
+    All,
+    /// Only those the principal holds something on (or inside).
+    HeldBy(String),
+}
+
+impl Visibility {
+    pub fn principal(&self) -> Option<&str> {
+        match self {
+            Self::All => None,
+            Self::HeldBy(id) => Some(id),
+        }
+    }
+}
+
+/// Authorization decisions, one store round trip each.
+pub struct Authorizer {
+    access: std::sync::Arc<dyn AccessStore>,
+}
+
+impl Authorizer {
+    pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
+        Self { access }
+    }
+
+    /// Checks that `caller` holds `wanted` on `target`. Fails like a missing object
+    /// (`not_found`) when the caller cannot even describe it, with 403 otherwise. Returns which
+    /// children of the target the caller may see when listing it.
+    pub async fn check(
+        &self,
+        caller: &Caller,
+        target: &Target,
+        wanted: Privilege,
+        not_found: impl FnOnce() -> CatalogError,
+    ) -> Result<Visibility, CatalogError> {
+        let Caller::Principal { id, .. } = caller else { return Ok(Visibility::All) };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let holdings = self.access.holdings(id, target, now).await?;
+        decide(&holdings, wanted, not_found)?;
+        Ok(if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All })
+    }
+}

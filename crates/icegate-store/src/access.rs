@@ -1,0 +1,498 @@
+//! Principals, roles, memberships, grants and server settings; the authorization query.
+
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+use icegate_catalog::access::{
+    AccessStore, GrantRecord, Holdings, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
+};
+use icegate_catalog::ident::NAMESPACE_SEPARATOR;
+use icegate_catalog::store::TabularKind;
+use icegate_catalog::{CatalogError, NamespaceIdent, Result};
+use sqlx::any::AnyRow;
+use sqlx::error::ErrorKind;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::{SqlStore, db_error, is_violation, now_ms};
+
+/// The byte range of names strictly below namespace `encoded`: `[encoded + US, encoded + ' ')`.
+pub(crate) fn below_range(encoded: &str) -> (String, String) {
+    (format!("{encoded}{NAMESPACE_SEPARATOR}"), format!("{encoded}\u{20}"))
+}
+
+fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
+    Ok(PrincipalRecord {
+        id: row.try_get("id").map_err(db_error)?,
+        name: row.try_get("name").map_err(db_error)?,
+        client_id: row.try_get("client_id").map_err(db_error)?,
+        secret_hash: row.try_get("secret_hash").map_err(db_error)?,
+        created_at_ms: row.try_get("created_at").map_err(db_error)?,
+    })
+}
+
+fn role_from(row: &AnyRow) -> Result<RoleRecord> {
+    Ok(RoleRecord {
+        id: row.try_get("id").map_err(db_error)?,
+        name: row.try_get("name").map_err(db_error)?,
+        created_at_ms: row.try_get("created_at").map_err(db_error)?,
+    })
+}
+
+fn not_found(what: &str, name: &str) -> CatalogError {
+    CatalogError::NotFound { kind: icegate_catalog::ObjectKind::AccessControl, message: format!("{what} does not exist: {name}") }
+}
+
+/// The ids a securable names, resolved inside one statement's view of the catalog.
+struct Resolved {
+    warehouse_id: Option<String>,
+    namespace_id: Option<String>,
+    tabular_id: Option<String>,
+}
+
+impl SqlStore {
+    async fn resolve(&self, securable: &SecurableRef) -> Result<Resolved> {
+        securable.validate()?;
+        let mut resolved = Resolved { warehouse_id: None, namespace_id: None, tabular_id: None };
+        let Some(warehouse) = &securable.warehouse else { return Ok(resolved) };
+        let row = sqlx::query("SELECT id FROM warehouses WHERE name = $1")
+            .bind(warehouse)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| CatalogError::no_such_warehouse(warehouse))?;
+        let warehouse_id: String = row.try_get("id").map_err(db_error)?;
+        if let Some(namespace) = &securable.namespace {
+            let namespace_id = crate::namespaces::id_of(&self.pool, &warehouse_id, namespace)
+                .await?
+                .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+            if let Some(name) = &securable.name {
+                let kind = if securable.kind == SecurableType::View { "view" } else { "table" };
+                let row = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2 AND kind = $3")
+                    .bind(&namespace_id)
+                    .bind(name)
+                    .bind(kind)
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(db_error)?
+                    .ok_or_else(|| {
+                        if kind == "view" {
+                            CatalogError::no_such_view(format!("{namespace}.{name}"))
+                        } else {
+                            CatalogError::no_such_table(format!("{namespace}.{name}"))
+                        }
+                    })?;
+                resolved.tabular_id = Some(row.try_get("id").map_err(db_error)?);
+            }
+            resolved.namespace_id = Some(namespace_id);
+        }
+        resolved.warehouse_id = Some(warehouse_id);
+        Ok(resolved)
+    }
+
+    async fn role_id(&self, role: &str) -> Result<String> {
+        let row = sqlx::query("SELECT id FROM roles WHERE name = $1")
+            .bind(role)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| not_found("Role", role))?;
+        row.try_get("id").map_err(db_error)
+    }
+
+    async fn principal_id(&self, principal: &str) -> Result<String> {
+        let row = sqlx::query("SELECT id FROM principals WHERE name = $1")
+            .bind(principal)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| not_found("Principal", principal))?;
+        row.try_get("id").map_err(db_error)
+    }
+}
+
+/// Grants with the names of what they are on, for display.
+const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securable_type, w.name AS warehouse, \
+     n.name AS namespace, t.name AS tabular, g.expires_at FROM grants g JOIN roles r ON r.id = g.role_id \
+     LEFT JOIN warehouses w ON w.id = g.warehouse_id LEFT JOIN namespaces n ON n.id = g.namespace_id \
+     LEFT JOIN tabulars t ON t.id = g.tabular_id";
+
+fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
+    let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
+    Ok(GrantRecord {
+        id: row.try_get("id").map_err(db_error)?,
+        role: row.try_get("role").map_err(db_error)?,
+        privilege: Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?,
+        securable: SecurableRef {
+            kind: SecurableType::parse(&row.try_get::<String, _>("securable_type").map_err(db_error)?)?,
+            warehouse: row.try_get("warehouse").map_err(db_error)?,
+            namespace: namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
+            name: row.try_get("tabular").map_err(db_error)?,
+        },
+        expires_at_ms: row.try_get("expires_at").map_err(db_error)?,
+    })
+}
+
+#[async_trait]
+impl AccessStore for SqlStore {
+    async fn init_setting(&self, key: &str, value: &str) -> Result<String> {
+        // ON CONFLICT DO NOTHING: replicas starting together agree on the first value stored.
+        sqlx::query("INSERT INTO server_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .bind(value)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let row = sqlx::query("SELECT value FROM server_settings WHERE key = $1")
+            .bind(key)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.try_get("value").map_err(db_error)
+    }
+
+    async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> Result<PrincipalRecord> {
+        let record = PrincipalRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            name: name.to_owned(),
+            client_id: Some(client_id.to_owned()),
+            secret_hash: Some(secret_hash.to_owned()),
+            created_at_ms: now_ms(),
+        };
+        let inserted = sqlx::query(
+            "INSERT INTO principals (id, name, client_id, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(&record.id)
+        .bind(name)
+        .bind(client_id)
+        .bind(secret_hash)
+        .bind(record.created_at_ms)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(record),
+            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
+                Err(CatalogError::AlreadyExists(format!("Principal already exists: {name}")))
+            }
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn principal_by_name(&self, name: &str) -> Result<Option<PrincipalRecord>> {
+        let row = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(principal_from).transpose()
+    }
+
+    async fn principal_by_client_id(&self, client_id: &str) -> Result<Option<PrincipalRecord>> {
+        let row = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE client_id = $1")
+            .bind(client_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(principal_from).transpose()
+    }
+
+    async fn list_principals(&self) -> Result<Vec<PrincipalRecord>> {
+        let rows = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(principal_from).collect()
+    }
+
+    async fn delete_principal(&self, name: &str) -> Result<()> {
+        let done = sqlx::query("DELETE FROM principals WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
+        if done.rows_affected() == 0 { Err(not_found("Principal", name)) } else { Ok(()) }
+    }
+
+    async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> Result<PrincipalRecord> {
+        let done = sqlx::query("UPDATE principals SET secret_hash = $1 WHERE name = $2 AND client_id IS NOT NULL")
+            .bind(secret_hash)
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("Principal with client credentials", name));
+        }
+        self.principal_by_name(name).await?.ok_or_else(|| not_found("Principal", name))
+    }
+
+    async fn create_role(&self, name: &str) -> Result<RoleRecord> {
+        let record = RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: now_ms() };
+        let inserted = sqlx::query("INSERT INTO roles (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(&record.id)
+            .bind(name)
+            .bind(record.created_at_ms)
+            .execute(&self.pool)
+            .await;
+        match inserted {
+            Ok(_) => Ok(record),
+            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
+                Err(CatalogError::AlreadyExists(format!("Role already exists: {name}")))
+            }
+            Err(e) => Err(db_error(e)),
+        }
+    }
+
+    async fn role_by_name(&self, name: &str) -> Result<Option<RoleRecord>> {
+        let row = sqlx::query("SELECT id, name, created_at FROM roles WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(role_from).transpose()
+    }
+
+    async fn list_roles(&self) -> Result<Vec<RoleRecord>> {
+        let rows =
+            sqlx::query("SELECT id, name, created_at FROM roles ORDER BY name").fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.iter().map(role_from).collect()
+    }
+
+    async fn delete_role(&self, name: &str) -> Result<()> {
+        let done = sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
+        if done.rows_affected() == 0 { Err(not_found("Role", name)) } else { Ok(()) }
+    }
+
+    async fn add_role_member(&self, role: &str, principal: &str) -> Result<()> {
+        let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
+        sqlx::query("INSERT INTO role_members (role_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(role_id)
+            .bind(principal_id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn remove_role_member(&self, role: &str, principal: &str) -> Result<()> {
+        let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
+        let done = sqlx::query("DELETE FROM role_members WHERE role_id = $1 AND principal_id = $2")
+            .bind(role_id)
+            .bind(principal_id)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if done.rows_affected() == 0 { Err(not_found("Role membership", &format!("{principal} in {role}"))) } else { Ok(()) }
+    }
+
+    async fn role_members(&self, role: &str) -> Result<Vec<String>> {
+        let role_id = self.role_id(role).await?;
+        let rows = sqlx::query(
+            "SELECT p.name FROM role_members m JOIN principals p ON p.id = m.principal_id WHERE m.role_id = $1 ORDER BY p.name",
+        )
+        .bind(role_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
+    }
+
+    async fn principal_roles(&self, principal_id: &str) -> Result<Vec<String>> {
+        let rows = sqlx::query(
+            "SELECT r.name FROM role_members m JOIN roles r ON r.id = m.role_id WHERE m.principal_id = $1 ORDER BY r.name",
+        )
+        .bind(principal_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
+    }
+
+    async fn grant(&self, role: &str, privilege: Privilege, securable: &SecurableRef, expires_at_ms: Option<i64>) -> Result<GrantRecord> {
+        let role_id = self.role_id(role).await?;
+        let resolved = self.resolve(securable).await?;
+        let id = uuid::Uuid::now_v7().to_string();
+        let inserted = sqlx::query(
+            "INSERT INTO grants (id, role_id, privilege, securable_type, warehouse_id, namespace_id, tabular_id, expires_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&id)
+        .bind(&role_id)
+        .bind(privilege.as_str())
+        .bind(securable.kind.as_str())
+        .bind(resolved.warehouse_id)
+        .bind(resolved.namespace_id)
+        .bind(resolved.tabular_id)
+        .bind(expires_at_ms)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
+                return Err(CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable")));
+            }
+            Err(e) => return Err(db_error(e)),
+        }
+        Ok(GrantRecord { id, role: role.to_owned(), privilege, securable: securable.clone(), expires_at_ms })
+    }
+
+    async fn revoke(&self, role: &str, privilege: Privilege, securable: &SecurableRef) -> Result<()> {
+        let role_id = self.role_id(role).await?;
+        let resolved = self.resolve(securable).await?;
+        let done = sqlx::query(
+            "DELETE FROM grants WHERE role_id = $1 AND privilege = $2 AND securable_type = $3 \
+             AND COALESCE(warehouse_id, '') = $4 AND COALESCE(namespace_id, '') = $5 AND COALESCE(tabular_id, '') = $6",
+        )
+        .bind(role_id)
+        .bind(privilege.as_str())
+        .bind(securable.kind.as_str())
+        .bind(resolved.warehouse_id.unwrap_or_default())
+        .bind(resolved.namespace_id.unwrap_or_default())
+        .bind(resolved.tabular_id.unwrap_or_default())
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        if done.rows_affected() == 0 { Err(not_found("Grant", &format!("{privilege} to {role}"))) } else { Ok(()) }
+    }
+
+    async fn list_grants(&self, role: Option<&str>, principal_id: Option<&str>, now: Option<i64>) -> Result<Vec<GrantRecord>> {
+        let now = now.unwrap_or(i64::MIN);
+        let rows = match (role, principal_id) {
+            (Some(role), _) => {
+                let role_id = self.role_id(role).await?;
+                sqlx::query(AssertSqlSafe(format!(
+                    "{GRANT_SELECT} WHERE g.role_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) ORDER BY g.id"
+                )))
+                .bind(role_id)
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await
+            }
+            (None, Some(principal_id)) => {
+                sqlx::query(AssertSqlSafe(format!(
+                    "{GRANT_SELECT} JOIN role_members m ON m.role_id = g.role_id \
+                     WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) ORDER BY g.id"
+                )))
+                .bind(principal_id)
+                .bind(now)
+                .fetch_all(&self.pool)
+                .await
+            }
+            (None, None) => return Err(CatalogError::bad_request("name a role or a principal")),
+        }
+        .map_err(db_error)?;
+        rows.iter().map(grant_from).collect()
+    }
+
+    async fn grants_on(&self, securable: &SecurableRef, now: i64) -> Result<Vec<GrantRecord>> {
+        let resolved = self.resolve(securable).await?;
+        let ancestors: Vec<String> = match &securable.namespace {
+            Some(ns) => (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect(),
+            None => Vec::new(),
+        };
+        let placeholders: Vec<String> = (0..ancestors.len()).map(|i| format!("${}", i + 4)).collect();
+        let namespace_clause = if ancestors.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " OR (g.securable_type = 'namespace' AND g.namespace_id IN \
+                 (SELECT id FROM namespaces WHERE warehouse_id = $2 AND name IN ({})))",
+                placeholders.join(", ")
+            )
+        };
+        // Built at run time for the variable number of ancestors; every value is a bind parameter.
+        let sql = format!(
+            "{GRANT_SELECT} WHERE (g.expires_at IS NULL OR g.expires_at > $1) AND (g.securable_type = 'server' \
+             OR (g.securable_type = 'warehouse' AND g.warehouse_id = $2){namespace_clause} \
+             OR (g.securable_type IN ('table', 'view') AND g.tabular_id = $3)) ORDER BY r.name, g.privilege"
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(now)
+            .bind(resolved.warehouse_id.unwrap_or_default())
+            .bind(resolved.tabular_id.unwrap_or_default());
+        for ancestor in &ancestors {
+            query = query.bind(ancestor.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.iter().map(grant_from).collect()
+    }
+
+    async fn holdings(&self, principal_id: &str, target: &Target, now: i64) -> Result<Holdings> {
+        let (warehouse_id, namespace, tabular) = match target {
+            Target::Server => (None, None, None),
+            Target::Warehouse { warehouse_id } => (Some(warehouse_id.as_str()), None, None),
+            Target::Namespace { warehouse_id, namespace } => (Some(warehouse_id.as_str()), Some(namespace), None),
+            Target::Tabular { warehouse_id, namespace, name, kind } => {
+                (Some(warehouse_id.as_str()), Some(namespace), Some((name.as_str(), *kind)))
+            }
+        };
+        let ancestors: Vec<String> = namespace
+            .map(|ns| (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect())
+            .unwrap_or_default();
+        let (below_lo, below_hi) = namespace.map(|ns| below_range(&ns.encoded())).unwrap_or_default();
+        // $1 principal, $2 now, $3 warehouse, $4 namespace (encoded), $5 tabular name, $6 kind,
+        // $7/$8 the name range strictly below the namespace, $9.. the namespace and its ancestors.
+        let placeholders: Vec<String> = (0..ancestors.len()).map(|i| format!("${}", i + 9)).collect();
+        let in_ancestors = if ancestors.is_empty() { "NULL".to_owned() } else { placeholders.join(", ") };
+        let (direct_scope, below_scope) = match (namespace, tabular) {
+            (None, _) if warehouse_id.is_none() => ("g.securable_type = 'server'".to_owned(), "1 = 1".to_owned()),
+            (None, _) => (
+                "g.securable_type = 'server' OR (g.securable_type = 'warehouse' AND g.warehouse_id = $3)".to_owned(),
+                "g.warehouse_id = $3".to_owned(),
+            ),
+            (Some(_), None) => (
+                format!(
+                    "g.securable_type = 'server' OR (g.securable_type = 'warehouse' AND g.warehouse_id = $3) \
+                     OR (g.securable_type = 'namespace' AND g.namespace_id IN \
+                         (SELECT id FROM namespaces WHERE warehouse_id = $3 AND name IN ({in_ancestors})))"
+                ),
+                "g.warehouse_id = $3 AND ((g.securable_type = 'namespace' AND g.namespace_id IN \
+                     (SELECT id FROM namespaces WHERE warehouse_id = $3 AND name >= $7 AND name < $8)) \
+                 OR (g.securable_type IN ('table', 'view') AND g.tabular_id IN \
+                     (SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+                      WHERE n.warehouse_id = $3 AND (n.name = $4 OR (n.name >= $7 AND n.name < $8)))))"
+                    .to_owned(),
+            ),
+            (Some(_), Some(_)) => (
+                format!(
+                    "g.securable_type = 'server' OR (g.securable_type = 'warehouse' AND g.warehouse_id = $3) \
+                     OR (g.securable_type = 'namespace' AND g.namespace_id IN \
+                         (SELECT id FROM namespaces WHERE warehouse_id = $3 AND name IN ({in_ancestors}))) \
+                     OR (g.securable_type = $6 AND g.tabular_id = (SELECT t.id FROM tabulars t \
+                         JOIN namespaces n ON n.id = t.namespace_id \
+                         WHERE n.warehouse_id = $3 AND n.name = $4 AND t.name = $5 AND t.kind = $6))"
+                ),
+                "1 = 0".to_owned(),
+            ),
+        };
+        // One round trip: what applies to the target, and whether anything below it is held.
+        let sql = format!(
+            "SELECT g.privilege, 0 AS below FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({direct_scope}) \
+             UNION ALL \
+             SELECT g.privilege, 1 AS below FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope})"
+        );
+        let (name, kind) = tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(principal_id)
+            .bind(now)
+            .bind(warehouse_id.unwrap_or(""))
+            .bind(namespace.map(|n| n.encoded()).unwrap_or_default())
+            .bind(name)
+            .bind(kind)
+            .bind(below_lo)
+            .bind(below_hi);
+        for ancestor in &ancestors {
+            query = query.bind(ancestor.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        let mut holdings = Holdings { direct: HashSet::new(), below: false };
+        for row in rows {
+            let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
+            let below: i32 = row.try_get::<i32, _>("below").or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32)).map_err(db_error)?;
+            if below == 0 {
+                holdings.direct.insert(privilege);
+            } else {
+                holdings.below = true;
+            }
+        }
+        Ok(holdings)
+    }
+}
