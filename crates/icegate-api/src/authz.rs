@@ -144,7 +144,8 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     };
     let method = request.method().clone();
     // axum answers HEAD with the GET handler where no HEAD handler exists: same rule.
-    let found = rule(&method, &route).or_else(|| (method == Method::HEAD).then(|| rule(&Method::GET, &route)).flatten());
+    let found =
+        rule(&method, &route).or_else(|| (method == Method::HEAD).then(|| rule(&Method::GET, &route)).flatten());
     let Some(rule) = found else {
         if state.operations.contains(&(method.to_string(), route.clone())) {
             // A real operation without a rule is a bug: fail closed.
@@ -164,15 +165,13 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     if caller == Caller::Unrestricted {
         return Ok(Request::from_parts(parts, body));
     }
-    let params: HashMap<String, String> = axum::extract::Path::<HashMap<String, String>>::from_request_parts(&mut parts, &())
-        .await
-        .map(|p| p.0)
-        .unwrap_or_default();
-    let query: HashMap<String, String> = parts
-        .uri
-        .query()
-        .map(|q| serde_urlencoded_pairs(q))
-        .unwrap_or_default();
+    let params: HashMap<String, String> =
+        axum::extract::Path::<HashMap<String, String>>::from_request_parts(&mut parts, &())
+            .await
+            .map(|p| p.0)
+            .unwrap_or_default();
+    let query: HashMap<String, String> =
+        axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     // Bodies are read only for the rules that need them (small JSON documents).
     let needs_body = matches!(rule, Rule::CreateNamespace | Rule::Rename(_) | Rule::Transaction | Rule::Grant)
         && method != Method::GET;
@@ -202,21 +201,27 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
         Rule::Authenticated => match &caller {
             Caller::Principal { id, .. } => {
                 // Listings under this rule filter to what the caller holds unless it holds server-wide.
-                authorizer.check(&caller, &Target::Server, Privilege::Describe, || CatalogError::Forbidden(String::new())).await
+                authorizer
+                    .check(&caller, &Target::Server, Privilege::Describe, || CatalogError::Forbidden(String::new()))
+                    .await
                     .unwrap_or_else(|_| Visibility::HeldBy(id.clone()))
             }
             Caller::Unrestricted => Visibility::All,
         },
         Rule::Server(privilege) => {
             authorizer
-                .check(&caller, &Target::Server, privilege, || CatalogError::Forbidden(format!("requires {privilege} on the server")))
+                .check(&caller, &Target::Server, privilege, || {
+                    CatalogError::Forbidden(format!("requires {privilege} on the server"))
+                })
                 .await?
         }
         Rule::Warehouse(privilege) => {
             let wh = warehouse().await?;
             let name = wh.name.to_string();
             authorizer
-                .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, privilege, || CatalogError::no_such_warehouse(name))
+                .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, privilege, || {
+                    CatalogError::no_such_warehouse(name)
+                })
                 .await?
         }
         Rule::ListNamespaces => {
@@ -225,7 +230,9 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
                 Some(parent) => {
                     let parent = NamespaceIdent::parse_encoded(parent)?;
                     let missing = CatalogError::no_such_namespace(&parent);
-                    authorizer.check(&caller, &namespace_target(&wh.id, parent), Privilege::Describe, || missing).await?
+                    authorizer
+                        .check(&caller, &namespace_target(&wh.id, parent), Privilege::Describe, || missing)
+                        .await?
                 }
                 None => {
                     let name = wh.name.to_string();
@@ -304,14 +311,19 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
             let securable = if method == Method::GET { query_securable(&query) } else { json["securable"].clone() };
             let target = securable_target(state, &securable).await?;
             authorizer
-                .check(&caller, &target, Privilege::ManageGrants, || CatalogError::Forbidden("requires manage_grants".into()))
+                .check(&caller, &target, Privilege::ManageGrants, || {
+                    CatalogError::Forbidden("requires manage_grants".into())
+                })
                 .await?
         }
         Rule::ListGrants => {
-            let own = matches!((&caller, query.get("principal")), (Caller::Principal { name, .. }, Some(p)) if p == name);
+            let own =
+                matches!((&caller, query.get("principal")), (Caller::Principal { name, .. }, Some(p)) if p == name);
             if !own {
                 authorizer
-                    .check(&caller, &Target::Server, Privilege::Admin, || CatalogError::Forbidden("requires admin on the server".into()))
+                    .check(&caller, &Target::Server, Privilege::Admin, || {
+                        CatalogError::Forbidden("requires admin on the server".into())
+                    })
                     .await?;
             }
             Visibility::All
@@ -321,21 +333,13 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     Ok(Request::from_parts(parts, body))
 }
 
-/// `a=b&c=d` as a map (percent-decoded).
-fn serde_urlencoded_pairs(query: &str) -> HashMap<String, String> {
-    axum::extract::Query::<HashMap<String, String>>::try_from_uri(&format!("http://x/?{query}").parse().unwrap_or_default())
-        .map(|q| q.0)
-        .unwrap_or_default()
-}
-
 fn query_securable(query: &HashMap<String, String>) -> Value {
     let mut value = serde_json::json!({"type": query.get("type").cloned().unwrap_or_default()});
     if let Some(w) = query.get("warehouse") {
         value["warehouse"] = Value::String(w.clone());
     }
     if let Some(n) = query.get("namespace") {
-        value["namespace"] =
-            Value::Array(n.split('\u{1f}').map(|l| Value::String(l.to_owned())).collect());
+        value["namespace"] = Value::Array(n.split('\u{1f}').map(|l| Value::String(l.to_owned())).collect());
     }
     if let Some(n) = query.get("name") {
         value["name"] = Value::String(n.clone());
@@ -349,7 +353,8 @@ async fn securable_target(state: &AppState, securable: &Value) -> Result<Target,
     if kind == SecurableType::Server {
         return Ok(Target::Server);
     }
-    let warehouse = securable["warehouse"].as_str().ok_or_else(|| CatalogError::bad_request("securable.warehouse is required"))?;
+    let warehouse =
+        securable["warehouse"].as_str().ok_or_else(|| CatalogError::bad_request("securable.warehouse is required"))?;
     let warehouse_id = state.catalog.get_warehouse(warehouse).await?.id;
     if kind == SecurableType::Warehouse {
         return Ok(Target::Warehouse { warehouse_id });

@@ -94,7 +94,9 @@ impl Documents {
 }
 
 /// The operations of one path item with their HTTP verbs.
-pub fn operations_of(item: &utoipa::openapi::PathItem) -> [(&'static str, Option<&utoipa::openapi::path::Operation>); 8] {
+pub fn operations_of(
+    item: &utoipa::openapi::PathItem,
+) -> [(&'static str, Option<&utoipa::openapi::path::Operation>); 8] {
     [
         ("GET", item.get.as_ref()),
         ("HEAD", item.head.as_ref()),

@@ -132,11 +132,18 @@ impl Holdings {
 pub enum Caller {
     /// `auth.mode = none`: every request may do everything.
     Unrestricted,
-    Principal { id: String, name: String },
+    Principal {
+        id: String,
+        name: String,
+    },
 }
 
 /// The outcome of an authorization check, as the client sees it.
-pub fn decide(holdings: &Holdings, wanted: Privilege, not_found: impl FnOnce() -> CatalogError) -> Result<(), CatalogError> {
+pub fn decide(
+    holdings: &Holdings,
+    wanted: Privilege,
+    not_found: impl FnOnce() -> CatalogError,
+) -> Result<(), CatalogError> {
     if holdings.has(wanted) || (wanted == Privilege::Describe && holdings.can_describe()) {
         Ok(())
     } else if holdings.can_describe() {
@@ -174,7 +181,10 @@ mod tests {
         assert!(matches!(err, CatalogError::Forbidden(_)));
         let reader = Holdings { direct: HashSet::from([Privilege::Read]), below: false };
         assert!(decide(&reader, Privilege::Read, || CatalogError::no_such_table("t")).is_ok());
-        assert!(matches!(decide(&reader, Privilege::Write, || CatalogError::no_such_table("t")), Err(CatalogError::Forbidden(_))));
+        assert!(matches!(
+            decide(&reader, Privilege::Write, || CatalogError::no_such_table("t")),
+            Err(CatalogError::Forbidden(_))
+        ));
     }
 }
 
@@ -262,10 +272,21 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn role_members(&self, role: &str) -> crate::Result<Vec<String>>;
     async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
 
-    async fn grant(&self, role: &str, privilege: Privilege, securable: &SecurableRef, expires_at_ms: Option<i64>) -> crate::Result<GrantRecord>;
+    async fn grant(
+        &self,
+        role: &str,
+        privilege: Privilege,
+        securable: &SecurableRef,
+        expires_at_ms: Option<i64>,
+    ) -> crate::Result<GrantRecord>;
     async fn revoke(&self, role: &str, privilege: Privilege, securable: &SecurableRef) -> crate::Result<()>;
     /// Grants of one role, or of every role of one principal (with `now_ms`: unexpired only).
-    async fn list_grants(&self, role: Option<&str>, principal_id: Option<&str>, now_ms: Option<i64>) -> crate::Result<Vec<GrantRecord>>;
+    async fn list_grants(
+        &self,
+        role: Option<&str>,
+        principal_id: Option<&str>,
+        now_ms: Option<i64>,
+    ) -> crate::Result<Vec<GrantRecord>>;
     /// Unexpired grants that apply to a securable, including those inherited from its containers.
     async fn grants_on(&self, securable: &SecurableRef, now_ms: i64) -> crate::Result<Vec<GrantRecord>>;
 
@@ -312,7 +333,8 @@ impl Authorizer {
         not_found: impl FnOnce() -> CatalogError,
     ) -> Result<Visibility, CatalogError> {
         let Caller::Principal { id, .. } = caller else { return Ok(Visibility::All) };
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let holdings = self.access.holdings(id, target, now).await?;
         decide(&holdings, wanted, not_found)?;
         Ok(if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All })

@@ -39,7 +39,10 @@ fn role_from(row: &AnyRow) -> Result<RoleRecord> {
 }
 
 fn not_found(what: &str, name: &str) -> CatalogError {
-    CatalogError::NotFound { kind: icegate_catalog::ObjectKind::AccessControl, message: format!("{what} does not exist: {name}") }
+    CatalogError::NotFound {
+        kind: icegate_catalog::ObjectKind::AccessControl,
+        message: format!("{what} does not exist: {name}"),
+    }
 }
 
 /// The ids a securable names, resolved inside one statement's view of the catalog.
@@ -187,11 +190,12 @@ impl AccessStore for SqlStore {
     }
 
     async fn principal_by_client_id(&self, client_id: &str) -> Result<Option<PrincipalRecord>> {
-        let row = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE client_id = $1")
-            .bind(client_id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?;
+        let row =
+            sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE client_id = $1")
+                .bind(client_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?;
         row.as_ref().map(principal_from).transpose()
     }
 
@@ -204,7 +208,11 @@ impl AccessStore for SqlStore {
     }
 
     async fn delete_principal(&self, name: &str) -> Result<()> {
-        let done = sqlx::query("DELETE FROM principals WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
+        let done = sqlx::query("DELETE FROM principals WHERE name = $1")
+            .bind(name)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
         if done.rows_affected() == 0 { Err(not_found("Principal", name)) } else { Ok(()) }
     }
 
@@ -222,7 +230,8 @@ impl AccessStore for SqlStore {
     }
 
     async fn create_role(&self, name: &str) -> Result<RoleRecord> {
-        let record = RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: now_ms() };
+        let record =
+            RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: now_ms() };
         let inserted = sqlx::query("INSERT INTO roles (id, name, created_at) VALUES ($1, $2, $3)")
             .bind(&record.id)
             .bind(name)
@@ -248,13 +257,16 @@ impl AccessStore for SqlStore {
     }
 
     async fn list_roles(&self) -> Result<Vec<RoleRecord>> {
-        let rows =
-            sqlx::query("SELECT id, name, created_at FROM roles ORDER BY name").fetch_all(&self.pool).await.map_err(db_error)?;
+        let rows = sqlx::query("SELECT id, name, created_at FROM roles ORDER BY name")
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
         rows.iter().map(role_from).collect()
     }
 
     async fn delete_role(&self, name: &str) -> Result<()> {
-        let done = sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
+        let done =
+            sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
         if done.rows_affected() == 0 { Err(not_found("Role", name)) } else { Ok(()) }
     }
 
@@ -277,7 +289,11 @@ impl AccessStore for SqlStore {
             .execute(&self.pool)
             .await
             .map_err(db_error)?;
-        if done.rows_affected() == 0 { Err(not_found("Role membership", &format!("{principal} in {role}"))) } else { Ok(()) }
+        if done.rows_affected() == 0 {
+            Err(not_found("Role membership", &format!("{principal} in {role}")))
+        } else {
+            Ok(())
+        }
     }
 
     async fn role_members(&self, role: &str) -> Result<Vec<String>> {
@@ -303,7 +319,13 @@ impl AccessStore for SqlStore {
         rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
     }
 
-    async fn grant(&self, role: &str, privilege: Privilege, securable: &SecurableRef, expires_at_ms: Option<i64>) -> Result<GrantRecord> {
+    async fn grant(
+        &self,
+        role: &str,
+        privilege: Privilege,
+        securable: &SecurableRef,
+        expires_at_ms: Option<i64>,
+    ) -> Result<GrantRecord> {
         let role_id = self.role_id(role).await?;
         let resolved = self.resolve(securable).await?;
         let id = uuid::Uuid::now_v7().to_string();
@@ -351,7 +373,12 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 { Err(not_found("Grant", &format!("{privilege} to {role}"))) } else { Ok(()) }
     }
 
-    async fn list_grants(&self, role: Option<&str>, principal_id: Option<&str>, now: Option<i64>) -> Result<Vec<GrantRecord>> {
+    async fn list_grants(
+        &self,
+        role: Option<&str>,
+        principal_id: Option<&str>,
+        now: Option<i64>,
+    ) -> Result<Vec<GrantRecord>> {
         let now = now.unwrap_or(i64::MIN);
         let rows = match (role, principal_id) {
             (Some(role), _) => {
@@ -383,7 +410,9 @@ impl AccessStore for SqlStore {
     async fn grants_on(&self, securable: &SecurableRef, now: i64) -> Result<Vec<GrantRecord>> {
         let resolved = self.resolve(securable).await?;
         let ancestors: Vec<String> = match &securable.namespace {
-            Some(ns) => (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect(),
+            Some(ns) => {
+                (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
+            }
             None => Vec::new(),
         };
         let placeholders: Vec<String> = (0..ancestors.len()).map(|i| format!("${}", i + 4)).collect();
@@ -423,7 +452,9 @@ impl AccessStore for SqlStore {
             }
         };
         let ancestors: Vec<String> = namespace
-            .map(|ns| (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect())
+            .map(|ns| {
+                (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
+            })
             .unwrap_or_default();
         let (below_lo, below_hi) = namespace.map(|ns| below_range(&ns.encoded())).unwrap_or_default();
         // $1 principal, $2 now, $3 warehouse, $4 namespace (encoded), $5 tabular name, $6 kind,
@@ -469,7 +500,8 @@ impl AccessStore for SqlStore {
              SELECT g.privilege, 1 AS below FROM grants g JOIN role_members m ON m.role_id = g.role_id \
              WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope})"
         );
-        let (name, kind) = tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
+        let (name, kind) =
+            tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(principal_id)
             .bind(now)
@@ -486,7 +518,10 @@ impl AccessStore for SqlStore {
         let mut holdings = Holdings { direct: HashSet::new(), below: false };
         for row in rows {
             let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
-            let below: i32 = row.try_get::<i32, _>("below").or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32)).map_err(db_error)?;
+            let below: i32 = row
+                .try_get::<i32, _>("below")
+                .or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32))
+                .map_err(db_error)?;
             if below == 0 {
                 holdings.direct.insert(privilege);
             } else {

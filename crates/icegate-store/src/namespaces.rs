@@ -134,7 +134,8 @@ pub(crate) async fn list(
     };
     let visible = if visible_to.is_some() { VISIBLE_NAMESPACE } else { "" };
     // Assembled from constant fragments only; every value is a bind parameter.
-    let sql = format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
+    let sql =
+        format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
     if let Some(principal) = visible_to {
         query = query.bind(principal).bind(now_ms()).bind("\u{1f}").bind("\u{20}");

@@ -79,15 +79,17 @@ pub(crate) async fn list(store: &SqlStore, visible_to: Option<&str>) -> Result<V
     let rows = match visible_to {
         None => sqlx::query(select_warehouses!(" ORDER BY name")).fetch_all(&store.pool).await,
         // Only warehouses the principal holds something in (a grant on the warehouse or below).
-        Some(principal) => sqlx::query(select_warehouses!(
-            " WHERE EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+        Some(principal) => {
+            sqlx::query(select_warehouses!(
+                " WHERE EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
               WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) \
               AND g.warehouse_id = warehouses.id) ORDER BY name"
-        ))
-        .bind(principal)
-        .bind(now_ms())
-        .fetch_all(&store.pool)
-        .await,
+            ))
+            .bind(principal)
+            .bind(now_ms())
+            .fetch_all(&store.pool)
+            .await
+        }
     }
     .map_err(db_error)?;
     rows.iter().map(from_row).collect()

@@ -145,8 +145,10 @@ async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
     let mut after = None;
     let mut pages = 0;
     loop {
-        let page =
-            store.list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }, None).await.unwrap();
+        let page = store
+            .list_namespaces(&wh, None, &PageRequest { after: after.clone(), limit: Some(5) }, None)
+            .await
+            .unwrap();
         assert!(page.items.len() <= 5);
         seen.extend(page.items.iter().map(|n| n.encoded()));
         pages += 1;

@@ -227,7 +227,11 @@ fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, w
     println!("  metadata store: {store}");
     println!(
         "  authentication: {}",
-        if config.auth.mode == AuthMode::Required { "required (POST /v1/oauth/tokens)" } else { "none (loopback only)" }
+        if config.auth.mode == AuthMode::Required {
+            "required (POST /v1/oauth/tokens)"
+        } else {
+            "none (loopback only)"
+        }
     );
     if let Some(name) = warehouse {
         println!("  default warehouse: {name} ({})", config.default_warehouse_root());

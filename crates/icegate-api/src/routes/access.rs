@@ -210,7 +210,10 @@ pub async fn list_principals(State(state): State<AppState>) -> Result<Json<ListP
         (status = 200, description = "The principal", body = PrincipalResponse),
         (status = 404, description = "No such principal", body = IcebergErrorResponse),
     ))]
-pub async fn get_principal(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<PrincipalResponse>, ApiError> {
+pub async fn get_principal(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<PrincipalResponse>, ApiError> {
     let p = access(&state).principal_by_name(&name).await?.ok_or_else(|| {
         ApiError::new(StatusCode::NOT_FOUND, "NotFoundException", format!("Principal does not exist: {name}"))
     })?;
@@ -236,7 +239,10 @@ pub async fn delete_principal(State(state): State<AppState>, Path(name): Path<St
         (status = 200, description = "The new credentials, shown once", body = PrincipalCredentials),
         (status = 404, description = "No such principal", body = IcebergErrorResponse),
     ))]
-pub async fn rotate_secret(State(state): State<AppState>, Path(name): Path<String>) -> Result<Json<PrincipalCredentials>, ApiError> {
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<PrincipalCredentials>, ApiError> {
     let secret = random_secret();
     let p = access(&state).set_principal_secret(&name, &hash_secret(&secret)?).await?;
     Ok(Json(PrincipalCredentials { name: p.name, client_id: p.client_id.unwrap_or_default(), client_secret: secret }))
@@ -254,7 +260,10 @@ async fn role_response(state: &AppState, role: icegate_catalog::access::RoleReco
         (status = 201, description = "The role", body = RoleResponse),
         (status = 409, description = "The name is taken", body = IcebergErrorResponse),
     ))]
-pub async fn create_role(State(state): State<AppState>, Json(request): Json<CreateRoleRequest>) -> Result<(StatusCode, Json<RoleResponse>), ApiError> {
+pub async fn create_role(
+    State(state): State<AppState>,
+    Json(request): Json<CreateRoleRequest>,
+) -> Result<(StatusCode, Json<RoleResponse>), ApiError> {
     check_name("role", &request.name)?;
     let role = access(&state).create_role(&request.name).await?;
     Ok((StatusCode::CREATED, Json(role_response(&state, role).await?)))
@@ -304,7 +313,10 @@ pub async fn delete_role(State(state): State<AppState>, Path(role): Path<String>
         (status = 204, description = "The principal holds the role"),
         (status = 404, description = "No such role or principal", body = IcebergErrorResponse),
     ))]
-pub async fn add_member(State(state): State<AppState>, Path((role, principal)): Path<(String, String)>) -> Result<StatusCode, ApiError> {
+pub async fn add_member(
+    State(state): State<AppState>,
+    Path((role, principal)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
     access(&state).add_role_member(&role, &principal).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -316,7 +328,10 @@ pub async fn add_member(State(state): State<AppState>, Path((role, principal)): 
         (status = 204, description = "Removed"),
         (status = 404, description = "No such membership", body = IcebergErrorResponse),
     ))]
-pub async fn remove_member(State(state): State<AppState>, Path((role, principal)): Path<(String, String)>) -> Result<StatusCode, ApiError> {
+pub async fn remove_member(
+    State(state): State<AppState>,
+    Path((role, principal)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
     access(&state).remove_role_member(&role, &principal).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -330,7 +345,10 @@ pub async fn remove_member(State(state): State<AppState>, Path((role, principal)
         (status = 404, description = "No such role or securable", body = IcebergErrorResponse),
         (status = 409, description = "The role holds that grant already", body = IcebergErrorResponse),
     ))]
-pub async fn grant(State(state): State<AppState>, Json(request): Json<GrantRequest>) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
+pub async fn grant(
+    State(state): State<AppState>,
+    Json(request): Json<GrantRequest>,
+) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
     let privilege = Privilege::parse(&request.privilege)?;
     let securable = request.securable.parse()?;
     let record = access(&state).grant(&request.role, privilege, &securable, request.expires_at_ms).await?;
@@ -357,12 +375,19 @@ pub async fn revoke(State(state): State<AppState>, Json(request): Json<GrantRequ
         (status = 200, description = "The grants", body = ListGrantsResponse),
         (status = 400, description = "Neither role nor principal given", body = IcebergErrorResponse),
     ))]
-pub async fn list_grants(State(state): State<AppState>, Query(query): Query<ListGrantsQuery>) -> Result<Json<ListGrantsResponse>, ApiError> {
+pub async fn list_grants(
+    State(state): State<AppState>,
+    Query(query): Query<ListGrantsQuery>,
+) -> Result<Json<ListGrantsResponse>, ApiError> {
     let grants = match (&query.role, &query.principal) {
         (Some(role), _) => access(&state).list_grants(Some(role), None, None).await?,
         (None, Some(principal)) => {
             let record = access(&state).principal_by_name(principal).await?.ok_or_else(|| {
-                ApiError::new(StatusCode::NOT_FOUND, "NotFoundException", format!("Principal does not exist: {principal}"))
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "NotFoundException",
+                    format!("Principal does not exist: {principal}"),
+                )
             })?;
             access(&state).list_grants(None, Some(&record.id), Some(now_ms())).await?
         }
@@ -379,7 +404,10 @@ pub async fn list_grants(State(state): State<AppState>, Query(query): Query<List
         (status = 200, description = "The grants that apply", body = ListGrantsResponse),
         (status = 404, description = "No such securable", body = IcebergErrorResponse),
     ))]
-pub async fn grants_on(State(state): State<AppState>, Query(query): Query<GrantsOnQuery>) -> Result<Json<ListGrantsResponse>, ApiError> {
+pub async fn grants_on(
+    State(state): State<AppState>,
+    Query(query): Query<GrantsOnQuery>,
+) -> Result<Json<ListGrantsResponse>, ApiError> {
     let securable = Securable {
         kind: query.kind,
         warehouse: query.warehouse,
@@ -398,7 +426,10 @@ fn now_ms() -> i64 {
 /// The caller's principal, roles and server-level privileges
 #[utoipa::path(get, path = "/management/v1/whoami", tag = "Access control", operation_id = "whoami",
     responses((status = 200, description = "Who is calling", body = WhoAmIResponse)))]
-pub async fn whoami(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Result<Json<WhoAmIResponse>, ApiError> {
+pub async fn whoami(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Result<Json<WhoAmIResponse>, ApiError> {
     let Some(Extension(Caller::Principal { id, name })) = caller else {
         return Ok(Json(WhoAmIResponse {
             principal: None,

@@ -70,10 +70,20 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
         (status = 401, description = "Invalid client credentials", body = OAuthError),
     )
 )]
-pub async fn get_token(State(state): State<AppState>, headers: HeaderMap, Form(request): Form<OAuthTokenRequest>) -> Response {
+pub async fn get_token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(request): Form<OAuthTokenRequest>,
+) -> Response {
     match request.grant_type.as_deref() {
         Some("client_credentials") => {}
-        Some(_) => return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported"),
+        Some(_) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "only client_credentials is supported",
+            );
+        }
         None => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "grant_type is required"),
     }
     let credentials = match (request.client_id, request.client_secret) {
@@ -94,7 +104,9 @@ pub async fn get_token(State(state): State<AppState>, headers: HeaderMap, Form(r
             }),
         )
             .into_response(),
-        Err(TokenError::InvalidClient) => oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials"),
+        Err(TokenError::InvalidClient) => {
+            oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials")
+        }
         Err(TokenError::UnsupportedGrantType) => {
             oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported")
         }

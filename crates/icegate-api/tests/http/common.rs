@@ -99,7 +99,8 @@ impl TestApp {
             leeway: Duration::from_secs(5),
         };
         let authenticator = Authenticator::new(settings, access.clone(), Some(TEST_SIGNING_KEY.into())).await.unwrap();
-        let security = Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) };
+        let security =
+            Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) };
         let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse);
         let app = icegate_api::app(catalog, security, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -173,6 +174,29 @@ pub fn assert_error(actual: (StatusCode, Value), status: u16, r#type: &str) -> S
     let message = error["message"].as_str().unwrap_or_else(|| panic!("no message in {body}"));
     assert!(!message.is_empty(), "empty message in {body}");
     message.to_owned()
+}
+
+/// Like `http_tests!`, on servers with authentication required and a bootstrap admin.
+#[macro_export]
+macro_rules! secured_http_tests {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::TestApp::spawn_secured(icegate_store::testing::TestBackend::Sqlite).await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::common::TestApp::spawn_secured(icegate_store::testing::TestBackend::Postgres).await).await
+                }
+            )*
+        }
+    };
 }
 
 /// Runs each listed async test body `fn(TestApp)` once on SQLite and once on PostgreSQL.

@@ -1,5 +1,6 @@
 //! HTTP tests over a real listener: every endpoint's happy path and errors, on both stores.
 
+mod auth;
 mod common;
 mod config;
 mod idempotency;
