@@ -23,11 +23,10 @@ def spark_jars():
     return [str(out / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"), str(out / "iceberg-relocated-deps.jar")]
 
 
-@pytest.fixture
-def spark(icegate, spark_jars, tmp_path):
+def start_spark(uri, spark_jars, tmp_path, **catalog_options):
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("icegate-e2e")
         .config("spark.jars", ",".join(spark_jars))
@@ -35,7 +34,7 @@ def spark(icegate, spark_jars, tmp_path):
         .config("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
         .config("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
         .config("spark.sql.catalog.ice.type", "rest")
-        .config("spark.sql.catalog.ice.uri", icegate.uri)
+        .config("spark.sql.catalog.ice.uri", uri)
         .config("spark.sql.catalog.ice.warehouse", "default")
         .config("spark.sql.defaultCatalog", "ice")
         .config("spark.ui.enabled", "false")
@@ -43,16 +42,30 @@ def spark(icegate, spark_jars, tmp_path):
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.local.dir", str(tmp_path / "spark-local"))
-        .getOrCreate()
     )
+    for key, value in catalog_options.items():
+        builder = builder.config(f"spark.sql.catalog.ice.{key}", value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def stop_spark(session):
+    from pyspark.sql import SparkSession
+
+    session.stop()
+    # A fresh session for the next backend: forget the active one.
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+
+
+@pytest.fixture
+def spark(icegate, spark_jars, tmp_path):
+    session = start_spark(icegate.uri, spark_jars, tmp_path)
     try:
         yield session
     finally:
-        session.stop()
-        # A fresh JVM-side session for the next backend: forget the active session.
-        SparkSession._instantiatedSession = None
-        SparkSession._activeSession = None
+        stop_spark(session)
 
 
 def rows(spark, sql):
@@ -93,3 +106,36 @@ def test_spark_sql_creates_writes_merges_evolves_and_drops(spark, icegate):
     spark.sql("DROP TABLE ice.sales.orders_v2 PURGE")
     assert not data_file.exists(), "PURGE removed the data files"
     assert "orders_v2" not in [r.tableName for r in spark.sql("SHOW TABLES IN ice.sales").collect()]
+
+
+def test_spark_authenticates_with_a_credential_and_is_held_to_its_grants(spark_jars, tmp_path, backend):
+    from test_auth_clients import ADMIN_ID, ADMIN_SECRET, admin_token, reader_of
+
+    from conftest import Server
+
+    env = {
+        **backend,
+        "ICEGATE__AUTH__MODE": "required",
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
+    }
+    server = Server(tmp_path, [], env).start()
+    try:
+        admin = start_spark(server.uri, spark_jars, tmp_path, credential=f"{ADMIN_ID}:{ADMIN_SECRET}",
+                            **{"oauth2-server-uri": f"{server.uri}/v1/oauth/tokens"})
+        admin.sql("CREATE NAMESPACE ice.db")
+        admin.sql("CREATE TABLE ice.db.shared (id BIGINT) USING iceberg")
+        admin.sql("INSERT INTO ice.db.shared VALUES (1), (2)")
+        stop_spark(admin)
+
+        client_id, secret = reader_of(server, admin_token(server), "shared")
+        reader = start_spark(server.uri, spark_jars, tmp_path, credential=f"{client_id}:{secret}",
+                             **{"oauth2-server-uri": f"{server.uri}/v1/oauth/tokens"})
+        try:
+            assert rows(reader, "SELECT id FROM ice.db.shared ORDER BY id") == [(1,), (2,)]
+            with pytest.raises(Exception, match="(?i)forbidden|not authorized"):
+                reader.sql("INSERT INTO ice.db.shared VALUES (3)")
+        finally:
+            stop_spark(reader)
+    finally:
+        server.stop()
