@@ -27,6 +27,23 @@ use crate::error::ApiError;
 pub struct Security {
     pub authenticator: Arc<Authenticator>,
     pub authorizer: Arc<Authorizer>,
+    /// Tokens of external OIDC issuers, when any are configured.
+    pub oidc: Option<Arc<crate::oidc::OidcVerifier>>,
+}
+
+impl Security {
+    /// The caller behind an `Authorization` header: an external OIDC token, or one of icegate's.
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, CatalogError> {
+        if self.authenticator.required()
+            && let Some(oidc) = &self.oidc
+            && let Some(token) =
+                authorization.and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            && let Some(result) = oidc.verify(token.trim()).await
+        {
+            return result;
+        }
+        self.authenticator.authenticate(authorization)
+    }
 }
 
 /// What a route requires.
@@ -159,7 +176,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     }
     let security = &state.security;
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let caller = security.authenticator.authenticate(authorization)?;
+    let caller = security.authenticate(authorization).await?;
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(caller.clone());
     if caller == Caller::Unrestricted {

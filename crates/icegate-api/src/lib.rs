@@ -11,6 +11,7 @@ pub mod extract;
 pub mod idempotency;
 pub mod metrics;
 pub mod models;
+pub mod oidc;
 pub mod openapi;
 pub mod routes;
 pub mod table_models;

@@ -272,6 +272,17 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn role_members(&self, role: &str) -> crate::Result<Vec<String>>;
     async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
 
+    /// The principal of an external identity (created on first sight, named `name` or, if that is
+    /// taken, `name@issuer`), with its claim-derived memberships set to the existing roles among
+    /// `claimed_roles`.
+    async fn provision_external_principal(
+        &self,
+        issuer: &str,
+        subject: &str,
+        name: &str,
+        claimed_roles: &[String],
+    ) -> crate::Result<PrincipalRecord>;
+
     async fn grant(
         &self,
         role: &str,

@@ -113,6 +113,32 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Sets the claim memberships of `principal` to the existing roles named in `claimed`.
+    async fn sync_claims(&self, principal: PrincipalRecord, claimed: &[String]) -> Result<PrincipalRecord> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source = 'claim'")
+            .bind(&principal.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        for role in claimed {
+            // Roles that do not exist are ignored: claims never create roles.
+            sqlx::query(
+                "INSERT INTO role_members (role_id, principal_id, source) SELECT id, $1, 'claim' FROM roles WHERE name = $2 \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(&principal.id)
+            .bind(role)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
+        Ok(principal)
+    }
+}
+
 /// Grants with the names of what they are on, for display.
 const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securable_type, w.name AS warehouse, \
      n.name AS namespace, t.name AS tabular, g.expires_at FROM grants g JOIN roles r ON r.id = g.role_id \
@@ -317,6 +343,44 @@ impl AccessStore for SqlStore {
         .await
         .map_err(db_error)?;
         rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
+    }
+
+    async fn provision_external_principal(
+        &self,
+        issuer: &str,
+        subject: &str,
+        name: &str,
+        claimed_roles: &[String],
+    ) -> Result<PrincipalRecord> {
+        let select =
+            "SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE issuer = $1 AND subject = $2";
+        if let Some(row) =
+            sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
+        {
+            return self.sync_claims(principal_from(&row)?, claimed_roles).await;
+        }
+        for candidate in [name.to_owned(), format!("{name}@{issuer}")] {
+            // ON CONFLICT DO NOTHING: a concurrent first request for the same identity, or a
+            // name that is taken, inserts nothing; the read below decides.
+            sqlx::query(
+                "INSERT INTO principals (id, name, issuer, subject, created_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(&candidate)
+            .bind(issuer)
+            .bind(subject)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+            if let Some(row) =
+                sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
+            {
+                return self.sync_claims(principal_from(&row)?, claimed_roles).await;
+            }
+        }
+        Err(CatalogError::AlreadyExists(format!("no free principal name for {subject} of {issuer}")))
     }
 
     async fn grant(

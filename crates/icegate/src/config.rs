@@ -51,6 +51,8 @@ pub struct AuthConfig {
     /// Client id and secret of an `admin` principal created at start-up if it does not exist.
     pub bootstrap_client_id: Option<String>,
     pub bootstrap_client_secret: Option<String>,
+    /// External OpenID Connect issuers whose tokens are accepted too (`[[auth.oidc]]` tables).
+    pub oidc: Vec<icegate_api::oidc::OidcIssuerConfig>,
 }
 
 impl Default for AuthConfig {
@@ -65,6 +67,7 @@ impl Default for AuthConfig {
             clock_skew: Duration::from_secs(60),
             bootstrap_client_id: None,
             bootstrap_client_secret: None,
+            oidc: Vec::new(),
         }
     }
 }

@@ -134,7 +134,10 @@ async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security>
     let authenticator = Authenticator::new(settings, access.clone(), config.auth.token_signing_key.clone())
         .await
         .context("setting up token signing")?;
-    Ok(Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) })
+    let oidc = (!config.auth.oidc.is_empty()).then(|| {
+        Arc::new(icegate_api::oidc::OidcVerifier::new(config.auth.oidc.clone(), access.clone(), config.auth.clock_skew))
+    });
+    Ok(Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)), oidc })
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {

@@ -43,18 +43,23 @@ pub fn default_options() -> HttpOptions {
 impl TestApp {
     /// A server on a fresh database of `backend`, with a `default` warehouse; no authentication.
     pub async fn spawn(backend: TestBackend) -> Self {
-        Self::spawn_auth(backend, false).await
+        Self::spawn_auth(backend, false, Vec::new()).await
     }
 
     /// The same, with authentication `required` and an `admin` principal (see [`ADMIN_ID`]).
     pub async fn spawn_secured(backend: TestBackend) -> Self {
-        let app = Self::spawn_auth(backend, true).await;
+        Self::spawn_secured_with_oidc(backend, Vec::new()).await
+    }
+
+    /// Secured, also accepting tokens of these OIDC issuers.
+    pub async fn spawn_secured_with_oidc(backend: TestBackend, oidc: Vec<icegate_api::oidc::OidcIssuerConfig>) -> Self {
+        let app = Self::spawn_auth(backend, true, oidc).await;
         let db = app._db.as_ref().unwrap();
         assert!(icegate_catalog::auth::bootstrap_admin(&db.store, ADMIN_ID, ADMIN_SECRET).await.unwrap());
         app
     }
 
-    async fn spawn_auth(backend: TestBackend, required: bool) -> Self {
+    async fn spawn_auth(backend: TestBackend, required: bool, oidc: Vec<icegate_api::oidc::OidcIssuerConfig>) -> Self {
         let db = TestDatabase::new(backend).await;
         let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
         let name = WarehouseName::parse("default").unwrap();
@@ -62,7 +67,7 @@ impl TestApp {
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
         let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
         let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
-        let mut app = Self::serve_with(store, access, required, Some(name), default_options()).await;
+        let mut app = Self::serve_with(store, access, required, oidc, Some(name), default_options()).await;
         app.prefix = warehouse.id;
         app._db = Some(db);
         app.warehouse_dir = Some(dir);
@@ -78,7 +83,7 @@ impl TestApp {
         // Access control lives in its own database here, so that any catalog store can be used.
         let access_db = TestDatabase::new(TestBackend::Sqlite).await;
         let access: Arc<dyn AccessStore> = Arc::new(access_db.store.clone());
-        let mut app = Self::serve_with(store, access, false, default_warehouse, options).await;
+        let mut app = Self::serve_with(store, access, false, Vec::new(), default_warehouse, options).await;
         app.access_db = Some(access_db);
         app
     }
@@ -88,6 +93,7 @@ impl TestApp {
         store: Arc<dyn CatalogStore>,
         access: Arc<dyn AccessStore>,
         required: bool,
+        oidc: Vec<icegate_api::oidc::OidcIssuerConfig>,
         default_warehouse: Option<WarehouseName>,
         options: HttpOptions,
     ) -> Self {
@@ -99,8 +105,16 @@ impl TestApp {
             leeway: Duration::from_secs(5),
         };
         let authenticator = Authenticator::new(settings, access.clone(), Some(TEST_SIGNING_KEY.into())).await.unwrap();
-        let security =
-            Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)) };
+        let security = Security {
+            authenticator: Arc::new(authenticator),
+            authorizer: Arc::new(Authorizer::new(access.clone())),
+            oidc: None,
+        };
+        let security = Security {
+            oidc: (!oidc.is_empty())
+                .then(|| Arc::new(icegate_api::oidc::OidcVerifier::new(oidc, access, Duration::from_secs(5)))),
+            ..security
+        };
         let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse);
         let app = icegate_api::app(catalog, security, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

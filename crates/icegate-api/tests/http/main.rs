@@ -7,5 +7,6 @@ mod idempotency;
 mod layer;
 mod management;
 mod namespaces;
+mod oidc;
 mod tables;
 mod views;

@@ -1,0 +1,223 @@
+//! Bearer tokens from external OpenID Connect issuers.
+//!
+//! Each configured issuer's signing keys come from its JWKS (found through discovery, or
+//! configured). Keys are cached; a token signed with an unknown `kid` triggers one refetch (at
+//! most every few seconds), so key rotation at the provider needs no restart. The token's
+//! issuer, audience, expiry and signature are checked with a small clock-skew allowance. The
+//! principal is provisioned on first sight, and a roles or groups claim maps onto icegate roles
+//! of the same name. A verified identity is remembered for the token's lifetime, so the store
+//! is written once per token, not once per request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use icegate_catalog::access::{AccessStore, Caller};
+use icegate_catalog::{CatalogError, Result};
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{DecodingKey, Validation};
+use serde_json::Value;
+use tokio::sync::{Mutex, RwLock};
+
+/// One trusted issuer.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcIssuerConfig {
+    /// The `iss` of its tokens (and, without `jwks_url`, where discovery starts).
+    pub issuer: String,
+    /// The JWKS location; unset: `<issuer>/.well-known/openid-configuration`'s `jwks_uri`.
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// The `aud` icegate's tokens must carry.
+    pub audience: String,
+    /// The claim that identifies the principal.
+    #[serde(default = "default_subject_claim")]
+    pub subject_claim: String,
+    /// The claim whose values name the caller's icegate roles (e.g. `groups` or `roles`).
+    #[serde(default)]
+    pub roles_claim: Option<String>,
+}
+
+fn default_subject_claim() -> String {
+    "sub".into()
+}
+
+/// A refetch for an unknown key id happens at most this often per issuer.
+const REFETCH_INTERVAL: Duration = Duration::from_secs(5);
+/// Verified identities remembered at most this many at once (then the cache starts over).
+const CACHE_LIMIT: usize = 10_000;
+
+struct Issuer {
+    config: OidcIssuerConfig,
+    keys: RwLock<HashMap<String, (DecodingKey, jsonwebtoken::Algorithm)>>,
+    last_fetch: Mutex<Option<Instant>>,
+}
+
+pub struct OidcVerifier {
+    issuers: Vec<Issuer>,
+    http: reqwest::Client,
+    access: Arc<dyn AccessStore>,
+    leeway: Duration,
+    /// token -> (caller, when the token expires)
+    verified: Mutex<HashMap<String, (Caller, Instant)>>,
+}
+
+fn refuse(reason: &str) -> CatalogError {
+    tracing::info!(reason, "request not authenticated");
+    CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into())
+}
+
+impl OidcVerifier {
+    pub fn new(configs: Vec<OidcIssuerConfig>, access: Arc<dyn AccessStore>, leeway: Duration) -> Self {
+        let issuers = configs
+            .into_iter()
+            .map(|config| Issuer { config, keys: RwLock::new(HashMap::new()), last_fetch: Mutex::new(None) })
+            .collect();
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("an HTTP client");
+        Self { issuers, http, access, leeway, verified: Mutex::new(HashMap::new()) }
+    }
+
+    /// The issuer a token claims to come from, if it is one of ours (read before verifying, only
+    /// to pick the keys; everything is verified afterwards).
+    fn issuer_of(&self, token: &str) -> Option<&Issuer> {
+        use base64::Engine;
+        let payload = token.split('.').nth(1)?;
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+        let claims: Value = serde_json::from_slice(&bytes).ok()?;
+        let iss = claims.get("iss")?.as_str()?;
+        self.issuers.iter().find(|i| i.config.issuer == iss)
+    }
+
+    /// `None` when the token is not from a configured issuer (it may be one of icegate's own).
+    pub async fn verify(&self, token: &str) -> Option<Result<Caller>> {
+        let issuer = self.issuer_of(token)?;
+        if let Some((caller, expires)) = self.verified.lock().await.get(token)
+            && *expires > Instant::now()
+        {
+            return Some(Ok(caller.clone()));
+        }
+        Some(self.verify_with(issuer, token).await)
+    }
+
+    async fn verify_with(&self, issuer: &Issuer, token: &str) -> Result<Caller> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| refuse(&format!("malformed token: {e}")))?;
+        let kid = header.kid.clone().unwrap_or_default();
+        let key = match self.key(issuer, &kid, false).await? {
+            Some(key) => key,
+            None => self.key(issuer, &kid, true).await?.ok_or_else(|| refuse("unknown signing key"))?,
+        };
+        if key.1 != header.alg {
+            return Err(refuse("algorithm does not match the key"));
+        }
+        let mut validation = Validation::new(key.1);
+        validation.set_issuer(&[&issuer.config.issuer]);
+        validation.set_audience(&[&issuer.config.audience]);
+        validation.leeway = self.leeway.as_secs();
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        let data = jsonwebtoken::decode::<Value>(token, &key.0, &validation)
+            .map_err(|e| refuse(&format!("invalid token: {e}")))?;
+        let claims = data.claims;
+        let subject = claims
+            .get(&issuer.config.subject_claim)
+            .and_then(Value::as_str)
+            .ok_or_else(|| refuse("no subject claim"))?
+            .to_owned();
+        let roles: Vec<String> = issuer
+            .config
+            .roles_claim
+            .as_ref()
+            .and_then(|claim| claims.get(claim))
+            .map(|value| match value {
+                Value::Array(items) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+                Value::String(one) => one.split_whitespace().map(str::to_owned).collect(),
+                _ => Vec::new(),
+            })
+            .unwrap_or_default();
+        let name = claims.get("preferred_username").and_then(Value::as_str).unwrap_or(&subject).to_owned();
+        let principal =
+            self.access.provision_external_principal(&issuer.config.issuer, &subject, &name, &roles).await?;
+        let caller = Caller::Principal { id: principal.id, name: principal.name };
+        let expires_in = claims.get("exp").and_then(Value::as_u64).map_or(0, |exp| {
+            exp.saturating_sub(
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            )
+        });
+        let mut verified = self.verified.lock().await;
+        if verified.len() >= CACHE_LIMIT {
+            verified.clear();
+        }
+        verified.insert(token.to_owned(), (caller.clone(), Instant::now() + Duration::from_secs(expires_in)));
+        Ok(caller)
+    }
+
+    /// The key for `kid`, fetching the JWKS first when asked (and not fetched too recently).
+    async fn key(
+        &self,
+        issuer: &Issuer,
+        kid: &str,
+        refetch: bool,
+    ) -> Result<Option<(DecodingKey, jsonwebtoken::Algorithm)>> {
+        if refetch {
+            let mut last = issuer.last_fetch.lock().await;
+            let due = last.is_none_or(|at| at.elapsed() >= REFETCH_INTERVAL);
+            if due {
+                *last = Some(Instant::now());
+                let keys = self.fetch_keys(&issuer.config).await?;
+                *issuer.keys.write().await = keys;
+            }
+        }
+        Ok(issuer.keys.read().await.get(kid).cloned())
+    }
+
+    async fn fetch_keys(
+        &self,
+        config: &OidcIssuerConfig,
+    ) -> Result<HashMap<String, (DecodingKey, jsonwebtoken::Algorithm)>> {
+        let unavailable = |what: &str, e: String| {
+            tracing::warn!(issuer = %config.issuer, error = %e, "{what}");
+            CatalogError::Unavailable(format!("cannot reach the identity provider {}", config.issuer))
+        };
+        let jwks_url = match &config.jwks_url {
+            Some(url) => url.clone(),
+            None => {
+                let discovery = format!("{}/.well-known/openid-configuration", config.issuer.trim_end_matches('/'));
+                let document: Value = self
+                    .http
+                    .get(&discovery)
+                    .send()
+                    .await
+                    .and_then(reqwest::Response::error_for_status)
+                    .map_err(|e| unavailable("OIDC discovery failed", e.to_string()))?
+                    .json()
+                    .await
+                    .map_err(|e| unavailable("OIDC discovery returned no JSON", e.to_string()))?;
+                document["jwks_uri"]
+                    .as_str()
+                    .ok_or_else(|| unavailable("OIDC discovery has no jwks_uri", String::new()))?
+                    .to_owned()
+            }
+        };
+        let set: JwkSet = self
+            .http
+            .get(&jwks_url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| unavailable("fetching the JWKS failed", e.to_string()))?
+            .json()
+            .await
+            .map_err(|e| unavailable("the JWKS is not valid", e.to_string()))?;
+        let mut keys = HashMap::new();
+        for jwk in &set.keys {
+            let (Some(kid), Ok(key)) = (jwk.common.key_id.clone(), DecodingKey::from_jwk(jwk)) else { continue };
+            let alg = jwk
+                .common
+                .key_algorithm
+                .and_then(|a| a.to_string().parse::<jsonwebtoken::Algorithm>().ok())
+                .unwrap_or(jsonwebtoken::Algorithm::RS256);
+            keys.insert(kid, (key, alg));
+        }
+        tracing::info!(issuer = %config.issuer, keys = keys.len(), "fetched signing keys");
+        Ok(keys)
+    }
+}
