@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import subprocess
+import urllib.error
 import urllib.request
 
 from conftest import Server, icegate_bin
@@ -95,3 +96,36 @@ def test_json_logs_carry_the_request_id_of_the_response(tmp_path):
 
     assert any("trace-me-123" in request_ids(line) for line in lines), lines
     assert any(generated in request_ids(line) for line in lines), lines
+
+
+def test_bootstrap_prints_admin_credentials_once_and_required_mode_uses_them(tmp_path):
+    first = subprocess.run([icegate_bin(), "bootstrap"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    lines = dict(line.strip().split(":", 1) for line in first.stdout.splitlines() if line.strip().startswith("client"))
+    client_id, secret = lines["client id"].strip(), lines["client secret"].strip()
+    again = subprocess.run([icegate_bin(), "bootstrap"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "exists already" in again.stderr
+    assert secret not in again.stdout + again.stderr
+
+    server = Server(tmp_path, [], {"ICEGATE__AUTH__MODE": "required"}).start()
+    try:
+        try:
+            urllib.request.urlopen(f"{server.uri}/v1/config", timeout=5)
+            raise AssertionError("an anonymous request was served")
+        except urllib.error.HTTPError as refused:
+            assert refused.code == 401
+        data = f"grant_type=client_credentials&client_id={client_id}&client_secret={secret}".encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{server.uri}/v1/oauth/tokens", data=data), timeout=10) as r:
+            token = json.load(r)["access_token"]
+        request = urllib.request.Request(f"{server.uri}/management/v1/whoami", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=5) as r:
+            assert json.load(r)["principal"] == "admin"
+    finally:
+        server.stop()
+    assert secret not in server.stderr_path.read_text(), "the secret never reaches a log line"
+
+
+def test_an_unauthenticated_routable_listener_is_refused(tmp_path):
+    result = run_serve(tmp_path, "--listen", "0.0.0.0:0")
+    assert result.returncode != 0
+    assert "refusing to serve without authentication" in result.stderr

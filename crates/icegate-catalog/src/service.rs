@@ -16,17 +16,24 @@ pub struct Listing<T> {
     pub next_page_token: Option<String>,
 }
 
+/// How long a warehouse looked up by its prefix is reused. Every catalog request resolves its
+/// prefix, so this saves a round trip per request; a warehouse deleted on another replica can
+/// be seen here for at most this long (requests into it then fail at the store, as for a
+/// missing warehouse).
+const WAREHOUSE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Clone)]
 pub struct Catalog {
     store: Arc<dyn CatalogStore>,
     files: Arc<dyn FileIo>,
     default_warehouse: Option<WarehouseName>,
+    warehouses: Arc<std::sync::RwLock<std::collections::HashMap<String, (Warehouse, std::time::Instant)>>>,
 }
 
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
     pub fn new(store: Arc<dyn CatalogStore>, files: Arc<dyn FileIo>, default_warehouse: Option<WarehouseName>) -> Self {
-        Self { store, files, default_warehouse }
+        Self { store, files, default_warehouse, warehouses: Arc::default() }
     }
 
     pub fn store(&self) -> &Arc<dyn CatalogStore> {
@@ -53,7 +60,19 @@ impl Catalog {
 
     /// The warehouse behind a `/v1/{prefix}` URL.
     pub async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
-        self.store.warehouse_by_id(prefix).await?.ok_or_else(|| CatalogError::no_such_warehouse(prefix))
+        if let Some((warehouse, at)) = self.warehouses.read().expect("warehouse cache").get(prefix)
+            && at.elapsed() < WAREHOUSE_CACHE_TTL
+        {
+            return Ok(warehouse.clone());
+        }
+        let warehouse =
+            self.store.warehouse_by_id(prefix).await?.ok_or_else(|| CatalogError::no_such_warehouse(prefix))?;
+        let mut cache = self.warehouses.write().expect("warehouse cache");
+        if cache.len() > 10_000 {
+            cache.clear();
+        }
+        cache.insert(prefix.to_owned(), (warehouse.clone(), std::time::Instant::now()));
+        Ok(warehouse)
     }
 
     pub async fn create_warehouse(&self, name: &str, storage_root: &str) -> Result<Warehouse> {
@@ -73,7 +92,9 @@ impl Catalog {
 
     pub async fn delete_warehouse(&self, name: &str) -> Result<()> {
         let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
-        self.store.delete_warehouse(&name).await
+        self.store.delete_warehouse(&name).await?;
+        self.warehouses.write().expect("warehouse cache").retain(|_, (w, _)| w.name != name);
+        Ok(())
     }
 
     pub async fn list_namespaces(
