@@ -396,7 +396,63 @@ async fn an_access_review_lists_who_can_do_what_and_why(app: TestApp) {
     assert_eq!(effective["grants"][0]["role"], "engineer-role");
 }
 
+/// Every operation of both documents: without a token 401; for a principal holding nothing,
+/// never a success (403 or, where it cannot even see the object, 404) and nothing revealed.
+async fn every_operation_is_closed_to_strangers(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    seed(&app, &admin).await;
+    let stranger = principal(&app, &admin, "stranger", &[]).await;
+    let bodies: std::collections::HashMap<&str, Value> = [
+        ("/v1/{prefix}/namespaces", json!({"namespace": ["db", "new"]})),
+        ("/v1/{prefix}/tables/rename", json!({"source": {"namespace": ["db"], "name": "t1"}, "destination": {"namespace": ["db"], "name": "t9"}})),
+        ("/v1/{prefix}/views/rename", json!({"source": {"namespace": ["db"], "name": "v1"}, "destination": {"namespace": ["db"], "name": "v9"}})),
+        ("/v1/{prefix}/transactions/commit", json!({"table-changes": [{"identifier": {"namespace": ["db"], "name": "t1"}, "requirements": [], "updates": []}]})),
+        ("/management/v1/grants", json!({"role": "stranger-role", "privilege": "admin", "securable": {"type": "server"}})),
+    ]
+    .into_iter()
+    .collect();
+    let mut checked = 0;
+    for (method, route) in icegate_api::openapi::documents().operations() {
+        let method: Method = method.parse().unwrap();
+        if icegate_api::authz::rule(&method, &route) == Some(icegate_api::authz::Rule::Public) {
+            continue;
+        }
+        let path = route
+            .replace("{namespace}", "db")
+            .replace("{table}", "t1")
+            .replace("{view}", "v1")
+            .replace("{name}", "default")
+            .replace("{role}", "admin")
+            .replace("{principal}", "admin");
+        let path = if route == "/management/v1/grants/on" { format!("{path}?type=server") } else { path };
+        let body = bodies
+            .get(route.as_str())
+            .cloned()
+            .or_else(|| (method != Method::GET && method != Method::HEAD).then(|| json!({})));
+        let anonymous = {
+            let mut request = app.client.request(method.clone(), app.url(&path));
+            if let Some(body) = &body {
+                request = request.json(body);
+            }
+            request.send().await.unwrap().status()
+        };
+        assert_eq!(anonymous, 401, "{method} {route} without a token");
+        let (status, response) = call(&app, &stranger, method.clone(), &path, body).await;
+        match route.as_str() {
+            "/management/v1/whoami" => assert_eq!(response["roles"], json!(["stranger-role"])),
+            "/management/v1/warehouses" if method == Method::GET => assert_eq!(response["warehouses"], json!([])),
+            _ => assert!(status == 403 || status == 404, "{method} {route} for a stranger: {status} {response}"),
+        }
+        checked += 1;
+    }
+    assert!(checked >= 40, "only {checked} operations were checked");
+    // And nothing changed: the admin still sees everything as seeded.
+    let (_, tables) = call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/db/tables", None).await;
+    assert_eq!(tables["identifiers"].as_array().unwrap().len(), 3);
+}
+
 secured_http_tests!(
+    every_operation_is_closed_to_strangers,
     tokens_are_issued_for_client_credentials_only,
     bad_credentials_are_401_and_say_nothing_more,
     the_admin_may_do_everything,
