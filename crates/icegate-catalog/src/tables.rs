@@ -299,10 +299,23 @@ impl Catalog {
         page_size: Option<i64>,
         visible_to: Option<&str>,
     ) -> Result<Listing<TableIdent>> {
+        self.list_tabulars(prefix, namespace, TabularKind::Table, page_token, page_size, visible_to).await
+    }
+
+    /// The tables or views of a namespace, one page.
+    pub(crate) async fn list_tabulars(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        kind: TabularKind,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+        visible_to: Option<&str>,
+    ) -> Result<Listing<TableIdent>> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
         let page = page_request(page_token, page_size)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::Table, &page, visible_to).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, kind, &page, visible_to).await?;
         Ok(Listing {
             items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
             next_page_token: page.next_after.as_deref().map(encode_token),

@@ -10,8 +10,7 @@ use iceberg::spec::{Schema, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder
 use serde::{Deserialize, Serialize};
 
 use crate::error::{CatalogError, Result};
-use crate::ident::{NamespaceIdent, validate_name};
-use crate::pagination::{encode_token, page_request};
+use crate::ident::validate_name;
 use crate::service::{Catalog, Listing};
 use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
 use crate::tables::{TableIdent, location_inside};
@@ -169,14 +168,7 @@ impl Catalog {
         page_size: Option<i64>,
         visible_to: Option<&str>,
     ) -> Result<Listing<TableIdent>> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let page = page_request(page_token, page_size)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store().list_tabulars(&warehouse.id, &namespace, TabularKind::View, &page, visible_to).await?;
-        Ok(Listing {
-            items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
-            next_page_token: page.next_after.as_deref().map(encode_token),
-        })
+        self.list_tabulars(prefix, namespace, TabularKind::View, page_token, page_size, visible_to).await
     }
 
     pub async fn drop_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
