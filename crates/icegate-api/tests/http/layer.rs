@@ -32,6 +32,37 @@ async fn unknown_routes_and_wrong_methods_get_iceberg_errors() {
 }
 
 #[tokio::test]
+async fn hostile_bodies_and_names_get_4xx_and_change_nothing() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    let url = app.url("/v1/{prefix}/namespaces");
+    let send = |body: Vec<u8>| {
+        let request = app.client.post(&url).header("content-type", "application/json").body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status(), response.json::<serde_json::Value>().await.unwrap())
+        }
+    };
+    // Nesting far beyond serde_json's recursion limit, invalid UTF-8, a huge number.
+    let deep = format!("{{\"namespace\": {}\"a\"{}}}", "[".repeat(5000), "]".repeat(5000));
+    assert_error(send(deep.into_bytes()).await, 400, "BadRequestException");
+    assert_error(send(b"{\"namespace\": [\"\xff\xfe\"]}".to_vec()).await, 400, "BadRequestException");
+    assert_error(send(b"{\"namespace\": 1e999999}".to_vec()).await, 400, "BadRequestException");
+    // SQL metacharacters are just characters.
+    for name in ["'; DROP TABLE namespaces; --", "a%b_c", "x\" OR 1=1"] {
+        let (status, body) = app.post("/v1/{prefix}/namespaces", json!({"namespace": [name]})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let (_, list) = app.get("/v1/{prefix}/namespaces").await;
+    assert_eq!(list["namespaces"].as_array().unwrap().len(), 3);
+    // Names with encoded separators or NULs in a path; huge and negative page sizes.
+    assert_error(app.get("/v1/{prefix}/namespaces/a%00b").await, 400, "BadRequestException");
+    assert_error(app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=-1").await, 400, "BadRequestException");
+    let (status, _) = app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=99999999999").await;
+    assert_eq!(status, 200, "clamped, not an error");
+    assert_error(app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=999999999999999999999").await, 400, "BadRequestException");
+}
+
+#[tokio::test]
 async fn an_oversized_body_is_413() {
     let app = TestApp::spawn(TestBackend::Sqlite).await;
     let huge: Properties = (0..4000).map(|i| (format!("key{i}"), "v".repeat(20))).collect();
