@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 
-/// `axum::Json`, but a malformed body, a missing field or a wrong type is a 400
-/// `BadRequestException` (the spec's answer), a missing JSON content type a 415 and an oversized
-/// body a 413, each with an Iceberg error body.
+/// `axum::Json`, but a malformed body, a missing field, a wrong type or a missing JSON content
+/// type is a 400 `BadRequestException` (the spec's answer) and an oversized body a 413, each with
+/// an Iceberg error body.
 pub struct Json<T>(pub T);
 
 impl<S, T> FromRequest<S> for Json<T>
@@ -38,11 +38,10 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::JsonDataError(e) => ApiError::bad_request(format!("Invalid request body: {}", e.body_text())),
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request(format!("Malformed JSON: {}", e.body_text())),
-        JsonRejection::MissingJsonContentType(_) => ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UnsupportedMediaTypeException",
-            "Expected request with `Content-Type: application/json`",
-        ),
+        // The spec answers malformed requests with 400 and defines no 415, so clients can map it.
+        JsonRejection::MissingJsonContentType(_) => {
+            ApiError::bad_request("Expected a JSON request body with `Content-Type: application/json`")
+        }
         other => {
             let status = other.status();
             if status == StatusCode::PAYLOAD_TOO_LARGE {

@@ -59,7 +59,11 @@ async fn hostile_bodies_and_names_get_4xx_and_change_nothing() {
     assert_error(app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=-1").await, 400, "BadRequestException");
     let (status, _) = app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=99999999999").await;
     assert_eq!(status, 200, "clamped, not an error");
-    assert_error(app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=999999999999999999999").await, 400, "BadRequestException");
+    assert_error(
+        app.get("/v1/{prefix}/namespaces?pageToken=&pageSize=999999999999999999999").await,
+        400,
+        "BadRequestException",
+    );
 }
 
 #[tokio::test]
