@@ -258,6 +258,7 @@ async fn role_response(state: &AppState, role: icegate_catalog::access::RoleReco
     request_body = CreateRoleRequest,
     responses(
         (status = 201, description = "The role", body = RoleResponse),
+        (status = 400, description = "Invalid name", body = IcebergErrorResponse),
         (status = 409, description = "The name is taken", body = IcebergErrorResponse),
     ))]
 pub async fn create_role(
@@ -360,6 +361,7 @@ pub async fn grant(
     request_body = GrantRequest,
     responses(
         (status = 204, description = "Revoked"),
+        (status = 400, description = "Invalid privilege or securable", body = IcebergErrorResponse),
         (status = 404, description = "No such grant", body = IcebergErrorResponse),
     ))]
 pub async fn revoke(State(state): State<AppState>, Json(request): Json<GrantRequest>) -> Result<StatusCode, ApiError> {
@@ -374,6 +376,7 @@ pub async fn revoke(State(state): State<AppState>, Json(request): Json<GrantRequ
     responses(
         (status = 200, description = "The grants", body = ListGrantsResponse),
         (status = 400, description = "Neither role nor principal given", body = IcebergErrorResponse),
+        (status = 404, description = "No such role or principal", body = IcebergErrorResponse),
     ))]
 pub async fn list_grants(
     State(state): State<AppState>,
@@ -402,6 +405,7 @@ pub async fn list_grants(
     params(GrantsOnQuery),
     responses(
         (status = 200, description = "The grants that apply", body = ListGrantsResponse),
+        (status = 400, description = "Invalid securable", body = IcebergErrorResponse),
         (status = 404, description = "No such securable", body = IcebergErrorResponse),
     ))]
 pub async fn grants_on(

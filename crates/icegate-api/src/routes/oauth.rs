@@ -73,8 +73,15 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
 pub async fn get_token(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(request): Form<OAuthTokenRequest>,
+    form: Result<Form<OAuthTokenRequest>, axum::extract::rejection::FormRejection>,
 ) -> Response {
+    let Ok(Form(request)) = form else {
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "expected an application/x-www-form-urlencoded body",
+        );
+    };
     match request.grant_type.as_deref() {
         Some("client_credentials") => {}
         Some(_) => {
