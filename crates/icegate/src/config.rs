@@ -81,6 +81,9 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
+    /// A connection that has not sent a complete request head within this is closed.
+    #[serde(with = "humantime_serde")]
+    pub header_read_timeout: Duration,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -143,6 +146,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 16 * 1024 * 1024,
             shutdown_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! configuration, wires the store, the catalog service and the HTTP app together, and runs them.
 
 mod config;
+mod server;
 
 use std::sync::Arc;
 
@@ -177,23 +178,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     print_banner(&config, address, store.backend(), default_warehouse.as_ref());
     tracing::info!(%address, store = store.backend(), "icegate is serving");
 
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let shutdown = async {
         shutdown_signal().await;
         tracing::info!("shutting down: finishing in-flight requests");
-        let _ = stopping_tx.send(());
-    });
-    let deadline = async move {
-        if stopping_rx.await.is_ok() {
-            tokio::time::sleep(config.server.shutdown_timeout).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
     };
-    tokio::select! {
-        result = server => result.context("HTTP server failed")?,
-        () = deadline => tracing::warn!("shutdown timeout reached; dropping remaining connections"),
-    }
+    server::serve(listener, app, config.server.header_read_timeout, shutdown, config.server.shutdown_timeout).await;
     tracing::info!("stopped");
     Ok(())
 }
