@@ -59,6 +59,8 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// How long an `Idempotency-Key` is honoured.
     pub idempotency_key_lifetime: Duration,
+    /// Requests whose headers add up to more answer 431.
+    pub max_header_bytes: usize,
 }
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
@@ -99,5 +101,26 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(trace)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn_with_state(options.max_header_bytes, limit_headers))
         .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
+}
+
+/// Middleware: 431 (in the Iceberg error format) for requests with oversized headers. hyper
+/// refuses far larger heads by itself; this sets the limit clients actually meet.
+async fn limit_headers(
+    axum::extract::State(limit): axum::extract::State<usize>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let size: usize = request.headers().iter().map(|(name, value)| name.as_str().len() + value.len() + 4).sum();
+    if size > limit {
+        use axum::response::IntoResponse;
+        return error::ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "RequestHeaderFieldsTooLargeException",
+            format!("request headers are {size} bytes; the limit is {limit}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }

@@ -79,6 +79,7 @@ pub struct ServerConfig {
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
+    pub max_header_bytes: usize,
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
     /// A connection that has not sent a complete request head within this is closed.
@@ -145,6 +146,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8181)),
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 16 * 1024 * 1024,
+            max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
         }

@@ -167,6 +167,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             request_timeout: config.server.request_timeout,
             max_body_bytes: config.server.max_body_bytes,
             idempotency_key_lifetime: config.catalog.idempotency_key_lifetime,
+            max_header_bytes: config.server.max_header_bytes,
         },
     );
     icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);

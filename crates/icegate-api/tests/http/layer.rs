@@ -67,6 +67,17 @@ async fn hostile_bodies_and_names_get_4xx_and_change_nothing() {
 }
 
 #[tokio::test]
+async fn oversized_headers_are_431_with_an_iceberg_body() {
+    let app = TestApp::spawn(TestBackend::Sqlite).await;
+    let response =
+        app.client.get(app.url("/v1/config")).header("x-padding", "p".repeat(32 * 1024)).send().await.unwrap();
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_error((status, body), 431, "RequestHeaderFieldsTooLargeException");
+    assert_eq!(app.get("/v1/config").await.0, 200);
+}
+
+#[tokio::test]
 async fn an_oversized_body_is_413() {
     let app = TestApp::spawn(TestBackend::Sqlite).await;
     let huge: Properties = (0..4000).map(|i| (format!("key{i}"), "v".repeat(20))).collect();
