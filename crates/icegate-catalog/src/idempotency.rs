@@ -43,6 +43,24 @@ pub fn pending() -> Option<Arc<IdempotencyScope>> {
     SCOPE.try_with(Arc::clone).ok().filter(|scope| !scope.recorded())
 }
 
+/// Runs `future` on its own task, carrying the request's idempotency scope along, so that it
+/// finishes even if the request is cancelled (client gone, request timeout). Used for work that
+/// must not stop half way, such as a commit between writing its metadata file and swapping it in.
+pub async fn detached<F>(future: F) -> crate::Result<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let scope = SCOPE.try_with(Arc::clone).ok();
+    let handle = tokio::spawn(async move {
+        match scope {
+            Some(scope) => SCOPE.scope(scope, future).await,
+            None => future.await,
+        }
+    });
+    handle.await.map_err(|e| crate::CatalogError::Internal(anyhow::anyhow!("background task failed: {e}")))
+}
+
 /// Runs `future` (a request) inside `scope`.
 pub async fn scoped<F: Future>(scope: Arc<IdempotencyScope>, future: F) -> F::Output {
     SCOPE.scope(scope, future).await

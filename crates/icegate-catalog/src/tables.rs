@@ -222,7 +222,11 @@ impl Catalog {
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
             return Ok(TableResult { metadata_location: None, metadata_json, etag });
         }
-        self.persist_new_table(&warehouse, &table, &location, &metadata, metadata_json).await
+        let catalog = self.clone();
+        crate::idempotency::detached(async move {
+            catalog.persist_new_table(&warehouse, &table, &location, &metadata, metadata_json).await
+        })
+        .await?
     }
 
     /// Writes version 0 of a new table's metadata and inserts its row; the file goes again if
@@ -409,10 +413,13 @@ impl Catalog {
         })
     }
 
-    /// updateTable: one table's commit.
+    /// updateTable: one table's commit. It runs to completion on its own task even if the
+    /// request goes away, so no metadata file is left behind half way.
     pub async fn commit_table(&self, prefix: &str, change: TableChange) -> Result<TableResult> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let mut results = self.commit(&warehouse, vec![change], false).await?;
+        let catalog = self.clone();
+        let mut results =
+            crate::idempotency::detached(async move { catalog.commit(&warehouse, vec![change], false).await }).await??;
         Ok(results.remove(0))
     }
 
@@ -428,7 +435,8 @@ impl Catalog {
             }
         }
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.commit(&warehouse, changes, true).await.map(|_| ())
+        let catalog = self.clone();
+        crate::idempotency::detached(async move { catalog.commit(&warehouse, changes, true).await }).await?.map(|_| ())
     }
 
     async fn commit(

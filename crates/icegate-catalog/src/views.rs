@@ -217,6 +217,20 @@ impl Catalog {
         updates: Vec<ViewUpdate>,
     ) -> Result<ViewResult> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let catalog = self.clone();
+        // On its own task, so a cancelled request cannot stop it between file and swap.
+        crate::idempotency::detached(async move { catalog.replace_view_in(&warehouse, view, requirements, updates).await })
+            .await?
+    }
+
+    async fn replace_view_in(
+        &self,
+        warehouse: &Warehouse,
+        view: TableIdent,
+        requirements: Vec<ViewRequirement>,
+        updates: Vec<ViewUpdate>,
+    ) -> Result<ViewResult> {
+        let warehouse = warehouse.clone();
         for attempt in 0..MAX_COMMIT_ATTEMPTS {
             let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
             let base = parse_view(&row.metadata, "in the store")?;
