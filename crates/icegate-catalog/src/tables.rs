@@ -419,7 +419,8 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let catalog = self.clone();
         let mut results =
-            crate::idempotency::detached(async move { catalog.commit(&warehouse, vec![change], false).await }).await??;
+            crate::idempotency::detached(async move { catalog.commit(&warehouse, vec![change], false).await })
+                .await??;
         Ok(results.remove(0))
     }
 

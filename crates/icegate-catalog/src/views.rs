@@ -219,8 +219,10 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let catalog = self.clone();
         // On its own task, so a cancelled request cannot stop it between file and swap.
-        crate::idempotency::detached(async move { catalog.replace_view_in(&warehouse, view, requirements, updates).await })
-            .await?
+        crate::idempotency::detached(
+            async move { catalog.replace_view_in(&warehouse, view, requirements, updates).await },
+        )
+        .await?
     }
 
     async fn replace_view_in(
