@@ -1,0 +1,407 @@
+//! A load generator that speaks only the Iceberg REST protocol (plus the OAuth2 token
+//! endpoint), so it can be pointed at any REST catalog for side-by-side runs.
+//!
+//! Workloads run a fixed number of concurrent connections for a fixed duration (closed loop) and
+//! record every request's latency; the report gives throughput, percentiles and errors by status.
+//! `commit-hot` also checks that no acknowledged commit was lost.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use reqwest::{Client, Method, StatusCode};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// A catalog to load, resolved through `/v1/config`.
+#[derive(Clone)]
+pub struct Target {
+    pub http: Client,
+    pub uri: String,
+    pub prefix: String,
+    pub token: Option<String>,
+}
+
+impl Target {
+    /// Fetches a token (with `credential` = `id:secret`) and the warehouse prefix.
+    pub async fn connect(uri: &str, warehouse: &str, credential: Option<&str>) -> anyhow::Result<Self> {
+        let http = Client::builder().pool_max_idle_per_host(1024).build()?;
+        let uri = uri.trim_end_matches('/').to_owned();
+        let token = match credential {
+            Some(credential) => {
+                let (id, secret) = credential.split_once(':').context("credential must be id:secret")?;
+                let response: Value = http
+                    .post(format!("{uri}/v1/oauth/tokens"))
+                    .form(&[
+                        ("grant_type", "client_credentials"),
+                        ("client_id", id),
+                        ("client_secret", secret),
+                        ("scope", "catalog"),
+                    ])
+                    .send()
+                    .await?
+                    .error_for_status()?
+                    .json()
+                    .await?;
+                Some(response["access_token"].as_str().context("no access_token")?.to_owned())
+            }
+            None => None,
+        };
+        let mut request = http.get(format!("{uri}/v1/config")).query(&[("warehouse", warehouse)]);
+        if let Some(token) = &token {
+            request = request.bearer_auth(token);
+        }
+        let config: Value = request.send().await?.error_for_status()?.json().await?;
+        let prefix = config["overrides"]["prefix"].as_str().unwrap_or_default().to_owned();
+        Ok(Self { http, uri, prefix, token })
+    }
+
+    fn url(&self, path: &str) -> String {
+        if path.starts_with("/v1/") || path.starts_with("/health") {
+            format!("{}{}", self.uri, path)
+        } else if self.prefix.is_empty() {
+            format!("{}/v1/{}", self.uri, path)
+        } else {
+            format!("{}/v1/{}/{}", self.uri, self.prefix, path)
+        }
+    }
+
+    /// One request: its status and (parsed) body.
+    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        Ok((status, serde_json::from_slice(&bytes).unwrap_or(Value::Null)))
+    }
+}
+
+/// What one workload measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub workload: String,
+    pub connections: usize,
+    pub seconds: f64,
+    pub requests: usize,
+    pub requests_per_second: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Non-2xx answers (and transport errors, as status 0) by status.
+    pub errors: BTreeMap<u16, usize>,
+    /// Workload-specific findings (for `commit-hot`: acknowledged, conflicts, lost).
+    pub extra: BTreeMap<String, Value>,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1000.0
+}
+
+/// Runs `step` on `connections` workers for `duration`, timing each call.
+async fn run<F, Fut>(name: &str, connections: usize, duration: Duration, step: F) -> Report
+where
+    F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = u16> + Send,
+{
+    let step = Arc::new(step);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let mut workers = Vec::new();
+    for worker in 0..connections {
+        let step = step.clone();
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut errors: BTreeMap<u16, usize> = BTreeMap::new();
+            let mut n = 0;
+            while Instant::now() < deadline {
+                let at = Instant::now();
+                let status = step(worker, n).await;
+                latencies.push(at.elapsed());
+                if !(200..300).contains(&status) {
+                    *errors.entry(status).or_default() += 1;
+                }
+                n += 1;
+            }
+            (latencies, errors)
+        }));
+    }
+    let mut latencies = Vec::new();
+    let mut errors = BTreeMap::new();
+    for worker in workers {
+        let (l, e) = worker.await.expect("a worker panicked");
+        latencies.extend(l);
+        for (status, count) in e {
+            *errors.entry(status).or_default() += count;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    Report {
+        workload: name.to_owned(),
+        connections,
+        seconds,
+        requests: latencies.len(),
+        requests_per_second: latencies.len() as f64 / seconds,
+        p50_ms: percentile(&latencies, 0.50),
+        p95_ms: percentile(&latencies, 0.95),
+        p99_ms: percentile(&latencies, 0.99),
+        max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        errors,
+        extra: BTreeMap::new(),
+    }
+}
+
+fn status_of(result: anyhow::Result<(StatusCode, Value)>) -> u16 {
+    result.map_or(0, |(status, _)| status.as_u16())
+}
+
+/// A 10-column schema, as the polaris-tools suite uses.
+fn schema(columns: usize) -> Value {
+    let fields: Vec<Value> =
+        (1..=columns).map(|i| json!({"id": i, "name": format!("c{i}"), "required": false, "type": "long"})).collect();
+    json!({"type": "struct", "fields": fields})
+}
+
+/// The shape of the namespace tree and what each leaf holds.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    pub width: usize,
+    pub depth: usize,
+    pub tables_per_leaf: usize,
+    pub columns: usize,
+    pub properties: usize,
+}
+
+impl Tree {
+    /// Every leaf namespace, levels joined by `%1F` for URLs.
+    pub fn leaves(&self) -> Vec<String> {
+        let mut level: Vec<Vec<String>> = vec![vec![]];
+        for d in 0..self.depth {
+            level = level
+                .into_iter()
+                .flat_map(|prefix| {
+                    (0..self.width).map(move |w| {
+                        let mut next = prefix.clone();
+                        next.push(format!("n{d}_{w}"));
+                        next
+                    })
+                })
+                .collect();
+        }
+        level.into_iter().map(|levels| levels.join("%1F")).collect()
+    }
+
+    pub fn tables(&self) -> Vec<String> {
+        self.leaves()
+            .into_iter()
+            .flat_map(|leaf| (0..self.tables_per_leaf).map(move |t| format!("namespaces/{leaf}/tables/t{t}")))
+            .collect()
+    }
+}
+
+/// `create-tree`: the namespaces (level by level), then the tables.
+pub async fn create_tree(target: &Target, tree: &Tree) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let mut requests = 0;
+    let mut level: Vec<Vec<String>> = vec![vec![]];
+    for d in 0..tree.depth {
+        let mut next_level = Vec::new();
+        for prefix in &level {
+            for w in 0..tree.width {
+                let mut levels = prefix.clone();
+                levels.push(format!("n{d}_{w}"));
+                let (status, body) =
+                    target.call(Method::POST, "namespaces", Some(&json!({"namespace": levels}))).await?;
+                if !status.is_success() && status != StatusCode::CONFLICT {
+                    bail!("creating namespace {levels:?}: {status} {body}");
+                }
+                requests += 1;
+                next_level.push(levels);
+            }
+        }
+        level = next_level;
+    }
+    let properties: BTreeMap<String, String> =
+        (0..tree.properties).map(|i| (format!("p{i}"), format!("value-{i}"))).collect();
+    for leaf in tree.leaves() {
+        for t in 0..tree.tables_per_leaf {
+            let body = json!({"name": format!("t{t}"), "schema": schema(tree.columns), "properties": properties});
+            let (status, answer) = target.call(Method::POST, &format!("namespaces/{leaf}/tables"), Some(&body)).await?;
+            if !status.is_success() && status != StatusCode::CONFLICT {
+                bail!("creating a table in {leaf}: {status} {answer}");
+            }
+            requests += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Report {
+        workload: "create-tree".into(),
+        connections: 1,
+        seconds,
+        requests,
+        requests_per_second: requests as f64 / seconds,
+        p50_ms: 0.0,
+        p95_ms: 0.0,
+        p99_ms: 0.0,
+        max_ms: 0.0,
+        errors: BTreeMap::new(),
+        extra: BTreeMap::from([("tables".into(), json!(tree.tables().len()))]),
+    })
+}
+
+/// `read`: a uniform mix of list, exists and load over the tree's namespaces and tables.
+pub async fn read(target: &Target, tree: &Tree, connections: usize, duration: Duration) -> Report {
+    let leaves = Arc::new(tree.leaves());
+    let tables = Arc::new(tree.tables());
+    let target = target.clone();
+    run("read", connections, duration, move |worker, n| {
+        let (target, leaves, tables) = (target.clone(), leaves.clone(), tables.clone());
+        async move {
+            let pick = worker * 7919 + n * 104_729;
+            let result = match n % 4 {
+                0 => {
+                    target.call(Method::GET, &format!("namespaces/{}/tables", leaves[pick % leaves.len()]), None).await
+                }
+                1 => target.call(Method::HEAD, &tables[pick % tables.len()], None).await,
+                2 => target.call(Method::GET, &format!("namespaces/{}", leaves[pick % leaves.len()]), None).await,
+                _ => target.call(Method::GET, &tables[pick % tables.len()], None).await,
+            };
+            status_of(result)
+        }
+    })
+    .await
+}
+
+/// `load-table`: loadTable only, optionally asking for vended credentials.
+pub async fn load_table(target: &Target, tree: &Tree, connections: usize, duration: Duration, vended: bool) -> Report {
+    let tables = Arc::new(tree.tables());
+    let target = target.clone();
+    let name = if vended { "load-table-vended" } else { "load-table" };
+    run(name, connections, duration, move |worker, n| {
+        let (target, tables) = (target.clone(), tables.clone());
+        async move {
+            let path = &tables[(worker * 31 + n) % tables.len()];
+            let mut request = target.http.get(target.url(path));
+            if let Some(token) = &target.token {
+                request = request.bearer_auth(token);
+            }
+            if vended {
+                request = request.header("X-Iceberg-Access-Delegation", "vended-credentials");
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let _ = response.bytes().await;
+                    status
+                }
+                Err(_) => 0,
+            }
+        }
+    })
+    .await
+}
+
+/// `commit`: each connection commits set-properties to a table of its own.
+pub async fn commit(target: &Target, tree: &Tree, connections: usize, duration: Duration) -> anyhow::Result<Report> {
+    let tables = Arc::new(tree.tables());
+    if tables.len() < connections {
+        bail!("commit needs at least one table per connection ({} tables, {connections} connections)", tables.len());
+    }
+    let target = target.clone();
+    Ok(run("commit", connections, duration, move |worker, n| {
+        let (target, tables) = (target.clone(), tables.clone());
+        async move {
+            let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-n": n.to_string()}}]});
+            status_of(target.call(Method::POST, &tables[worker], Some(&body)).await)
+        }
+    })
+    .await)
+}
+
+/// `commit-hot`: every connection commits to one table; then checks no acknowledged commit was lost.
+pub async fn commit_hot(
+    target: &Target,
+    table: &str,
+    connections: usize,
+    duration: Duration,
+) -> anyhow::Result<Report> {
+    let acknowledged = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (t, ack) = (target.clone(), acknowledged.clone());
+    let table_path = table.to_owned();
+    let mut report = run("commit-hot", connections, duration, move |worker, n| {
+        let (target, ack, path) = (t.clone(), ack.clone(), table_path.clone());
+        async move {
+            let key = format!("hot-{worker}-{n}");
+            let body =
+                json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {key.clone(): "1"}}]});
+            let status = status_of(target.call(Method::POST, &path, Some(&body)).await);
+            if status == 200 {
+                ack.lock().unwrap().push(key);
+            }
+            status
+        }
+    })
+    .await;
+    let (status, loaded) = target.call(Method::GET, table, None).await?;
+    if !status.is_success() {
+        bail!("loading {table} after commit-hot: {status}");
+    }
+    let properties = &loaded["metadata"]["properties"];
+    let acknowledged = acknowledged.lock().unwrap();
+    let lost = acknowledged.iter().filter(|k| properties[k.as_str()] != "1").count();
+    report.extra.insert("acknowledged".into(), json!(acknowledged.len()));
+    report.extra.insert("conflicts_409".into(), json!(report.errors.get(&409).copied().unwrap_or(0)));
+    report.extra.insert("lost".into(), json!(lost));
+    Ok(report)
+}
+
+/// `http-floor`: the same client against `GET /health`, the HTTP stack's own ceiling.
+pub async fn http_floor(target: &Target, connections: usize, duration: Duration) -> Report {
+    let target = target.clone();
+    run("http-floor", connections, duration, move |_, _| {
+        let target = target.clone();
+        async move { status_of(target.call(Method::GET, "/health", None).await) }
+    })
+    .await
+}
+
+/// The reports as a Markdown table (throughput also as a ratio to `http-floor`, if present).
+pub fn markdown(reports: &[Report]) -> String {
+    let floor = reports.iter().find(|r| r.workload == "http-floor").map(|r| r.requests_per_second);
+    let mut out = String::from(
+        "| workload | conns | req/s | vs http-floor | p50 ms | p95 ms | p99 ms | max ms | errors | notes |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in reports {
+        let ratio =
+            floor.filter(|f| *f > 0.0).map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * r.requests_per_second / f));
+        let errors: Vec<String> = r.errors.iter().map(|(s, c)| format!("{s}:{c}")).collect();
+        let notes: Vec<String> = r.extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |\n",
+            r.workload,
+            r.connections,
+            r.requests_per_second,
+            ratio,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.max_ms,
+            if errors.is_empty() { "0".to_owned() } else { errors.join(" ") },
+            notes.join(" ")
+        ));
+    }
+    out
+}

@@ -1,0 +1,81 @@
+//! `icegate-bench`: run workloads against an Iceberg REST catalog and print a report.
+
+use std::time::Duration;
+
+use clap::Parser;
+use icegate_bench::{Target, Tree, commit, commit_hot, create_tree, http_floor, load_table, markdown, read};
+
+#[derive(Parser)]
+#[command(name = "icegate-bench", about = "Load generator for Iceberg REST catalogs")]
+struct Args {
+    /// The catalog's base URI.
+    #[arg(long, default_value = "http://127.0.0.1:8181")]
+    uri: String,
+    #[arg(long, default_value = "default")]
+    warehouse: String,
+    /// `client_id:client_secret`, when the catalog requires authentication.
+    #[arg(long)]
+    credential: Option<String>,
+    /// Workloads to run, in order: create-tree, read, load-table, load-table-vended, commit,
+    /// commit-hot, http-floor.
+    #[arg(long, value_delimiter = ',', default_value = "create-tree,http-floor,read,load-table,commit,commit-hot")]
+    workloads: Vec<String>,
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// Seconds per timed workload.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 2)]
+    width: usize,
+    #[arg(long, default_value_t = 2)]
+    depth: usize,
+    #[arg(long, default_value_t = 16)]
+    tables_per_leaf: usize,
+    #[arg(long, default_value_t = 10)]
+    columns: usize,
+    #[arg(long, default_value_t = 10)]
+    properties: usize,
+    /// Writers of commit-hot.
+    #[arg(long, default_value_t = 16)]
+    hot_writers: usize,
+    /// Write the reports as JSON here too.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let target = Target::connect(&args.uri, &args.warehouse, args.credential.as_deref()).await?;
+    let tree = Tree {
+        width: args.width,
+        depth: args.depth,
+        tables_per_leaf: args.tables_per_leaf,
+        columns: args.columns,
+        properties: args.properties,
+    };
+    let duration = Duration::from_secs_f64(args.seconds);
+    let mut reports = Vec::new();
+    for workload in &args.workloads {
+        let report = match workload.as_str() {
+            "create-tree" => create_tree(&target, &tree).await?,
+            "read" => read(&target, &tree, args.connections, duration).await,
+            "load-table" => load_table(&target, &tree, args.connections, duration, false).await,
+            "load-table-vended" => load_table(&target, &tree, args.connections, duration, true).await,
+            "commit" => commit(&target, &tree, args.connections.min(tree.tables().len()), duration).await?,
+            "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
+            "http-floor" => http_floor(&target, args.connections, duration).await,
+            other => anyhow::bail!("unknown workload {other}"),
+        };
+        eprintln!("{}: {:.0} req/s, p99 {:.2} ms", report.workload, report.requests_per_second, report.p99_ms);
+        reports.push(report);
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&reports)?)?;
+    }
+    print!("{}", markdown(&reports));
+    if reports.iter().any(|r| r.extra.get("lost").and_then(|v| v.as_u64()).unwrap_or(0) > 0) {
+        anyhow::bail!("acknowledged commits were lost");
+    }
+    Ok(())
+}
