@@ -4,7 +4,6 @@
 use axum::Router;
 use utoipa::OpenApi;
 use utoipa::openapi::OpenApi as Document;
-use utoipa::openapi::path::HttpMethod;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -107,21 +106,6 @@ pub fn operations_of(
         ("OPTIONS", item.options.as_ref()),
         ("TRACE", item.trace.as_ref()),
     ]
-}
-
-#[allow(dead_code)]
-fn _method_names_are_exhaustive(m: HttpMethod) {
-    // Keeps `operations` honest: a new HttpMethod variant fails to compile here.
-    match m {
-        HttpMethod::Get
-        | HttpMethod::Head
-        | HttpMethod::Post
-        | HttpMethod::Put
-        | HttpMethod::Patch
-        | HttpMethod::Delete
-        | HttpMethod::Options
-        | HttpMethod::Trace => {}
-    }
 }
 
 /// Every route, registered together with its OpenAPI operation.

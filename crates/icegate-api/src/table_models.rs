@@ -18,6 +18,16 @@ pub struct TableIdentifier {
     pub name: String,
 }
 
+impl TableIdentifier {
+    /// The validated identifier (a 400 for invalid names).
+    pub fn parse(self) -> Result<icegate_catalog::tables::TableIdent, icegate_catalog::CatalogError> {
+        icegate_catalog::tables::TableIdent::new(
+            icegate_catalog::NamespaceIdent::from_levels(self.namespace.0)?,
+            &self.name,
+        )
+    }
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct CreateTableRequest {

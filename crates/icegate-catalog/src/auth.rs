@@ -56,7 +56,6 @@ pub struct IssuedToken {
 pub enum TokenError {
     InvalidClient,
     InvalidRequest(String),
-    UnsupportedGrantType,
 }
 
 /// 32 random bytes, URL-safe base64.

@@ -349,11 +349,16 @@ impl Catalog {
         Ok(())
     }
 
-    pub async fn rename_table(&self, prefix: &str, from: TableIdent, to: TableIdent) -> Result<()> {
+    /// renameTable and renameView: moves a table or view, possibly to another namespace.
+    pub async fn rename_tabular(
+        &self,
+        prefix: &str,
+        kind: TabularKind,
+        from: TableIdent,
+        to: TableIdent,
+    ) -> Result<()> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store()
-            .rename_tabular(&warehouse.id, TabularKind::Table, (&from.namespace, &from.name), (&to.namespace, &to.name))
-            .await
+        self.store().rename_tabular(&warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name)).await
     }
 
     /// registerTable: adopts an existing metadata file; with `overwrite`, repoints an existing

@@ -181,13 +181,6 @@ impl Catalog {
             .ok_or_else(|| CatalogError::no_such_view(&view))
     }
 
-    pub async fn rename_view(&self, prefix: &str, from: TableIdent, to: TableIdent) -> Result<()> {
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store()
-            .rename_tabular(&warehouse.id, TabularKind::View, (&from.namespace, &from.name), (&to.namespace, &to.name))
-            .await
-    }
-
     pub async fn register_view(
         &self,
         prefix: &str,

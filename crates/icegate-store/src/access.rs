@@ -93,23 +93,11 @@ impl SqlStore {
     }
 
     async fn role_id(&self, role: &str) -> Result<String> {
-        let row = sqlx::query("SELECT id FROM roles WHERE name = $1")
-            .bind(role)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?
-            .ok_or_else(|| not_found("Role", role))?;
-        row.try_get("id").map_err(db_error)
+        Ok(self.role_by_name(role).await?.ok_or_else(|| not_found("Role", role))?.id)
     }
 
     async fn principal_id(&self, principal: &str) -> Result<String> {
-        let row = sqlx::query("SELECT id FROM principals WHERE name = $1")
-            .bind(principal)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?
-            .ok_or_else(|| not_found("Principal", principal))?;
-        row.try_get("id").map_err(db_error)
+        Ok(self.principal_by_name(principal).await?.ok_or_else(|| not_found("Principal", principal))?.id)
     }
 }
 

@@ -114,9 +114,6 @@ pub async fn get_token(
         Err(TokenError::InvalidClient) => {
             oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials")
         }
-        Err(TokenError::UnsupportedGrantType) => {
-            oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials is supported")
-        }
         Err(TokenError::InvalidRequest(why)) => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &why),
     }
 }

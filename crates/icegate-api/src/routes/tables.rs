@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::NamespaceIdent;
+use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent, TableResult};
 use serde_json::value::RawValue;
 
@@ -36,10 +36,6 @@ fn load_result(result: TableResult) -> Result<Response, ApiError> {
         response.headers_mut().insert(header::ETAG, etag);
     }
     Ok(response)
-}
-
-fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
-    Ok(TableIdent::new(NamespaceIdent::from_levels(identifier.namespace.0)?, &identifier.name)?)
 }
 
 fn identifier(table: TableIdent) -> TableIdentifier {
@@ -285,7 +281,10 @@ pub async fn rename_table(
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.rename_table(&prefix, ident(request.source)?, ident(request.destination)?).await?;
+    state
+        .catalog
+        .rename_tabular(&prefix, TabularKind::Table, request.source.parse()?, request.destination.parse()?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -352,7 +351,7 @@ pub async fn commit_transaction(
             .identifier
             .ok_or_else(|| ApiError::bad_request("every table change in a transaction needs an identifier"))?;
         changes.push(TableChange {
-            table: ident(identifier)?,
+            table: identifier.parse()?,
             requirements: change.requirements,
             updates: change.updates,
         });

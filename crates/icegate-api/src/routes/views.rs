@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use icegate_catalog::NamespaceIdent;
+use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::TableIdent;
 use icegate_catalog::views::{CreateView, ViewResult};
 use serde_json::value::RawValue;
@@ -22,10 +22,6 @@ fn result(view: ViewResult) -> Result<Json<LoadViewResult>, ApiError> {
     let metadata = RawValue::from_string(view.metadata_json)
         .map_err(|e| icegate_catalog::CatalogError::Internal(anyhow::anyhow!("view metadata is not JSON: {e}")))?;
     Ok(Json(LoadViewResult { metadata_location: view.metadata_location, metadata, config: BTreeMap::new() }))
-}
-
-fn ident(identifier: TableIdentifier) -> Result<TableIdent, ApiError> {
-    Ok(TableIdent::new(NamespaceIdent::from_levels(identifier.namespace.0)?, &identifier.name)?)
 }
 
 /// List all view identifiers underneath a given namespace
@@ -211,7 +207,10 @@ pub async fn rename_view(
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.rename_view(&prefix, ident(request.source)?, ident(request.destination)?).await?;
+    state
+        .catalog
+        .rename_tabular(&prefix, TabularKind::View, request.source.parse()?, request.destination.parse()?)
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
