@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::access::{Authorizer, Caller, Privilege, SecurableType, Target, Visibility};
 use icegate_catalog::auth::Authenticator;
+use icegate_catalog::storage::AccessLevel;
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use serde_json::Value;
@@ -43,6 +44,24 @@ impl Security {
             return result;
         }
         self.authenticator.authenticate(authorization)
+    }
+}
+
+/// The access to a table's files that the caller's privileges give (`write` -> read-write,
+/// otherwise read), set by the table rules for credential vending and signing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageAccess(pub AccessLevel);
+
+/// The storage access level of a request on an existing table: what the guard found, read-write
+/// for an unrestricted caller (`auth.mode = none`), and read otherwise (least privilege).
+pub fn storage_access(
+    caller: Option<&axum::Extension<Caller>>,
+    access: Option<&axum::Extension<StorageAccess>>,
+) -> AccessLevel {
+    match (access, caller) {
+        (Some(axum::Extension(StorageAccess(level))), _) => *level,
+        (None, None | Some(axum::Extension(Caller::Unrestricted))) => AccessLevel::ReadWrite,
+        (None, Some(_)) => AccessLevel::Read,
     }
 }
 
@@ -104,6 +123,9 @@ pub fn rule(method: &Method, route: &str) -> Option<Rule> {
         ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Write),
         ("DELETE", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Drop),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics") => R::Tabular(table, P::Read),
+        // Credentials and signatures are scoped to the caller's level (read or read-write).
+        ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials") => R::Tabular(table, P::Read),
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign") => R::Tabular(table, P::Read),
         ("POST", "/v1/{prefix}/tables/rename") => R::Rename(table),
         ("POST", "/v1/{prefix}/transactions/commit") => R::Transaction,
         ("GET", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Read),
@@ -115,6 +137,7 @@ pub fn rule(method: &Method, route: &str) -> Option<Rule> {
         ("GET", "/management/v1/warehouses" | "/management/v1/whoami") => R::Authenticated,
         ("GET", "/management/v1/warehouses/{name}") => R::Warehouse(P::Describe),
         ("DELETE", "/management/v1/warehouses/{name}") => R::Warehouse(P::Admin),
+        ("PUT", "/management/v1/warehouses/{name}/storage-profile") => R::Warehouse(P::Admin),
         (
             _,
             "/management/v1/principals"
@@ -296,7 +319,12 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
                 CatalogError::no_such_table(format!("{namespace}.{name}"))
             };
             let target = Target::Tabular { warehouse_id: wh.id, namespace, name, kind };
-            authorizer.check(&caller, &target, privilege, || missing).await?
+            let (visibility, holdings) = authorizer.check_holdings(&caller, &target, privilege, || missing).await?;
+            if let Some(holdings) = holdings {
+                let level = if holdings.has(Privilege::Write) { AccessLevel::ReadWrite } else { AccessLevel::Read };
+                parts.extensions.insert(StorageAccess(level));
+            }
+            visibility
         }
         Rule::Rename(kind) => {
             let wh = warehouse().await?;

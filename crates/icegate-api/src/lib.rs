@@ -48,6 +48,9 @@ pub struct AppState {
     pub security: authz::Security,
     /// Every documented `(METHOD, route)`, to tell a wrong method from a route without a rule.
     pub operations: Arc<std::collections::HashSet<(String, String)>>,
+    /// The catalog's URL as clients reach it, for endpoints handed to them (signing, credential
+    /// refresh); the request's Host header when unset.
+    pub public_url: Option<String>,
 }
 
 /// Limits applied to every request.
@@ -61,6 +64,8 @@ pub struct HttpOptions {
     pub idempotency_key_lifetime: Duration,
     /// Requests whose headers add up to more answer 431.
     pub max_header_bytes: usize,
+    /// `server.public-url`: the catalog's URL as clients reach it.
+    pub public_url: Option<String>,
 }
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
@@ -76,6 +81,7 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         max_body_bytes: options.max_body_bytes,
         security,
         operations: Arc::new(documents.operations()),
+        public_url: options.public_url.clone(),
     };
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()

@@ -54,7 +54,13 @@ fn latency_histogram() -> Histogram {
 
 impl Metrics {
     pub fn new() -> Arc<Self> {
+        Self::with_registrations(|_| {})
+    }
+
+    /// A registry that also exposes what `register` adds (other components' metrics).
+    pub fn with_registrations(register: impl FnOnce(&mut Registry)) -> Arc<Self> {
         let mut registry = Registry::with_prefix("icegate");
+        register(&mut registry);
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         let pool_connections = Family::<PoolLabels, Gauge>::default();

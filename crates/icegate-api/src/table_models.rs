@@ -52,6 +52,45 @@ pub struct LoadTableResult {
     #[schema(value_type = Object)]
     pub metadata: Box<RawValue>,
     pub config: BTreeMap<String, String>,
+    /// Credentials for the table's locations, when the warehouse vends them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub storage_credentials: Vec<StorageCredential>,
+}
+
+/// Storage credentials for every location below `prefix`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StorageCredential {
+    pub prefix: String,
+    pub config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct LoadCredentialsResponse {
+    pub storage_credentials: Vec<StorageCredential>,
+}
+
+/// The request to be signed remotely.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RemoteSignRequest {
+    pub region: String,
+    pub uri: String,
+    pub method: String,
+    /// Header name to values.
+    pub headers: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub properties: BTreeMap<String, String>,
+    /// The body, for requests whose body must be checked before signing (DeleteObjects).
+    pub body: Option<String>,
+    /// `s3` (the default).
+    pub provider: Option<String>,
+}
+
+/// The result of a remote request signing operation.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RemoteSignResult {
+    pub uri: String,
+    pub headers: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -39,6 +39,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         max_body_bytes: 1 << 20,
         idempotency_key_lifetime: Duration::from_secs(600),
         max_header_bytes: 1 << 16,
+        public_url: None,
     };
     let app = icegate_api::app(catalog, security, Metrics::new(), &options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

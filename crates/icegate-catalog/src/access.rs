@@ -343,11 +343,24 @@ impl Authorizer {
         wanted: Privilege,
         not_found: impl FnOnce() -> CatalogError,
     ) -> Result<Visibility, CatalogError> {
-        let Caller::Principal { id, .. } = caller else { return Ok(Visibility::All) };
+        Ok(self.check_holdings(caller, target, wanted, not_found).await?.0)
+    }
+
+    /// [`Self::check`], also returning what the caller holds (`None` when unrestricted), from
+    /// the same round trip.
+    pub async fn check_holdings(
+        &self,
+        caller: &Caller,
+        target: &Target,
+        wanted: Privilege,
+        not_found: impl FnOnce() -> CatalogError,
+    ) -> Result<(Visibility, Option<Holdings>), CatalogError> {
+        let Caller::Principal { id, .. } = caller else { return Ok((Visibility::All, None)) };
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let holdings = self.access.holdings(id, target, now).await?;
         decide(&holdings, wanted, not_found)?;
-        Ok(if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All })
+        let visibility = if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All };
+        Ok((visibility, Some(holdings)))
     }
 }

@@ -1,19 +1,20 @@
 //! The file operations the catalog needs from object storage: metadata files written before a
 //! commit and removed when it loses, metadata read on register, and purges. `icegate-storage`
-//! implements it with `object_store`.
+//! implements it with `object_store`, reaching each warehouse's storage with its profile.
 
 use async_trait::async_trait;
 
 use crate::error::Result;
+use crate::store::Warehouse;
 
 #[async_trait]
 pub trait FileIo: Send + Sync + 'static {
     /// Writes a new file; fails if one exists at `location` already.
-    async fn write_new(&self, location: &str, bytes: Vec<u8>) -> Result<()>;
+    async fn write_new(&self, warehouse: &Warehouse, location: &str, bytes: Vec<u8>) -> Result<()>;
     /// Reads a whole file (`NotFound`-style errors become `BadRequest` at the caller).
-    async fn read(&self, location: &str) -> Result<Vec<u8>>;
+    async fn read(&self, warehouse: &Warehouse, location: &str) -> Result<Vec<u8>>;
     /// Deletes one file; a missing file is not an error.
-    async fn delete(&self, location: &str) -> Result<()>;
+    async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()>;
     /// Deletes every file below `prefix` (a directory location) and returns how many.
-    async fn delete_prefix(&self, prefix: &str) -> Result<usize>;
+    async fn delete_prefix(&self, warehouse: &Warehouse, prefix: &str) -> Result<usize>;
 }

@@ -121,7 +121,7 @@ impl fmt::Display for WarehouseName {
 }
 
 /// Where a warehouse keeps its files: an absolute, normalised `file://` URL without a trailing
-/// slash. (`s3://` arrives with storage profiles.)
+/// slash: `file:///abs/path` or `s3://bucket/key/prefix`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct StorageRoot(String);
 
@@ -129,38 +129,73 @@ impl StorageRoot {
     pub fn parse(url: &str) -> Result<Self, CatalogError> {
         let bad = |why: &str| CatalogError::bad_request(format!("invalid storage root {url:?}: {why}"));
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(bad("expected a URL such as file:///var/lib/icegate/warehouse"));
+            return Err(bad("expected a URL such as file:///var/lib/icegate/warehouse or s3://bucket/prefix"));
         };
-        match scheme {
-            "file" => {}
-            "s3" | "s3a" | "gs" | "abfss" => {
-                return Err(bad(&format!("the {scheme}:// scheme is not supported yet; use file://")));
-            }
-            _ => return Err(bad("unknown scheme; use file://")),
-        }
-        if !rest.starts_with('/') {
-            return Err(bad("a file:// root must be an absolute path (file:///...)"));
-        }
-        let path = rest.trim_end_matches('/');
-        if path.is_empty() {
-            return Err(bad("the file system root itself cannot be a warehouse"));
-        }
-        if path.chars().any(char::is_control) {
+        if url.chars().any(char::is_control) {
             return Err(bad("control characters are not allowed"));
         }
-        if path[1..].split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
-            return Err(bad("empty, '.' and '..' path segments are not allowed"));
+        match scheme {
+            "file" => {
+                if !rest.starts_with('/') {
+                    return Err(bad("a file:// root must be an absolute path (file:///...)"));
+                }
+                let path = rest.trim_end_matches('/');
+                if path.is_empty() {
+                    return Err(bad("the file system root itself cannot be a warehouse"));
+                }
+                if path[1..].split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+                    return Err(bad("empty, '.' and '..' path segments are not allowed"));
+                }
+                Ok(Self(format!("file://{path}")))
+            }
+            "s3" => {
+                let rest = rest.trim_end_matches('/');
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                let bucket_ok = (3..=63).contains(&bucket.len())
+                    && bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+                    && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && bucket.ends_with(|c: char| c.is_ascii_alphanumeric())
+                    && !bucket.contains("..");
+                if !bucket_ok {
+                    return Err(bad("the bucket must be a valid S3 bucket name (3-63 of a-z 0-9 . -)"));
+                }
+                if !prefix.is_empty() && prefix.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+                    return Err(bad("empty, '.' and '..' key prefix segments are not allowed"));
+                }
+                if prefix.len() > 512 {
+                    return Err(bad("the key prefix is longer than 512 bytes"));
+                }
+                Ok(Self(format!("s3://{rest}")))
+            }
+            "s3a" | "gs" | "abfss" => {
+                Err(bad(&format!("the {scheme}:// scheme is not supported; use file:// or s3://")))
+            }
+            _ => Err(bad("unknown scheme; use file:// or s3://")),
         }
-        Ok(Self(format!("file://{path}")))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
 
+    /// `file` or `s3`.
+    pub fn scheme(&self) -> &str {
+        self.0.split_once("://").map_or("", |(scheme, _)| scheme)
+    }
+
     /// The local directory of a `file://` root.
     pub fn local_path(&self) -> Option<&str> {
         self.0.strip_prefix("file://")
+    }
+
+    /// The bucket of an `s3://` root.
+    pub fn bucket(&self) -> Option<&str> {
+        self.0.strip_prefix("s3://").map(|rest| rest.split_once('/').map_or(rest, |(bucket, _)| bucket))
+    }
+
+    /// The key prefix of an `s3://` root (empty for a whole bucket).
+    pub fn key_prefix(&self) -> Option<&str> {
+        self.0.strip_prefix("s3://").map(|rest| rest.split_once('/').map_or("", |(_, prefix)| prefix))
     }
 }
 
@@ -224,9 +259,17 @@ mod tests {
             "file:///tmp/../etc",
             "file:///tmp//x",
             "http://x/y",
-            "s3://bucket/prefix",
+            "s3://B/prefix",
+            "s3://ab/prefix",
+            "s3://bucket/a//b",
+            "s3://bucket/a/../b",
+            "s3a://bucket/prefix",
         ] {
             assert!(StorageRoot::parse(bad).is_err(), "{bad:?} was accepted");
         }
+        let root = StorageRoot::parse("s3://my-bucket/wh/prod/").unwrap();
+        assert_eq!(root.as_str(), "s3://my-bucket/wh/prod");
+        assert_eq!((root.scheme(), root.bucket(), root.key_prefix()), ("s3", Some("my-bucket"), Some("wh/prod")));
+        assert_eq!(StorageRoot::parse("s3://my-bucket").unwrap().key_prefix(), Some(""));
     }
 }

@@ -12,6 +12,7 @@ pub mod idempotency;
 pub mod ident;
 pub mod pagination;
 pub mod service;
+pub mod storage;
 pub mod store;
 pub mod tables;
 pub mod views;

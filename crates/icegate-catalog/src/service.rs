@@ -7,6 +7,7 @@ use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::pagination::{encode_token, page_request};
+use crate::storage::{CredentialVendor, SecretCipher, StorageProfile, validate_profile};
 use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
 
 /// A page of results plus the token for the next one (`None` on the last page).
@@ -27,13 +28,60 @@ pub struct Catalog {
     store: Arc<dyn CatalogStore>,
     files: Arc<dyn FileIo>,
     default_warehouse: Option<WarehouseName>,
+    cipher: SecretCipher,
+    vendor: Option<Arc<dyn CredentialVendor>>,
     warehouses: Arc<std::sync::RwLock<std::collections::HashMap<String, (Warehouse, std::time::Instant)>>>,
 }
 
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
     pub fn new(store: Arc<dyn CatalogStore>, files: Arc<dyn FileIo>, default_warehouse: Option<WarehouseName>) -> Self {
-        Self { store, files, default_warehouse, warehouses: Arc::default() }
+        Self {
+            store,
+            files,
+            default_warehouse,
+            cipher: SecretCipher::unconfigured(),
+            vendor: None,
+            warehouses: Arc::default(),
+        }
+    }
+
+    /// Object storage beyond the local file system: the cipher for stored secrets and the
+    /// credential vendor that validates profiles and serves clients.
+    pub fn with_storage(mut self, cipher: SecretCipher, vendor: Arc<dyn CredentialVendor>) -> Self {
+        self.cipher = cipher;
+        self.vendor = Some(vendor);
+        self
+    }
+
+    pub fn cipher(&self) -> &SecretCipher {
+        &self.cipher
+    }
+
+    pub fn vendor(&self) -> Option<&Arc<dyn CredentialVendor>> {
+        self.vendor.as_ref()
+    }
+
+    /// Validates a profile for `root`: its fields, then (for object storage) a live probe.
+    async fn check_profile(&self, name: &WarehouseName, root: &StorageRoot, profile: &StorageProfile) -> Result<()> {
+        validate_profile(root, profile)?;
+        if matches!(profile, StorageProfile::File) {
+            return Ok(());
+        }
+        let vendor = self
+            .vendor
+            .as_ref()
+            .ok_or_else(|| CatalogError::Unsupported("this server was built without object storage support".into()))?;
+        let candidate = Warehouse {
+            id: String::new(),
+            name: name.clone(),
+            storage_root: root.clone(),
+            storage_profile: profile.clone(),
+            profile_version: 0,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        vendor.validate(&candidate).await
     }
 
     pub fn store(&self) -> &Arc<dyn CatalogStore> {
@@ -75,10 +123,25 @@ impl Catalog {
         Ok(warehouse)
     }
 
-    pub async fn create_warehouse(&self, name: &str, storage_root: &str) -> Result<Warehouse> {
+    /// Creates a warehouse; secrets in `profile` must already be sealed with [`Self::cipher`].
+    pub async fn create_warehouse(&self, name: &str, storage_root: &str, profile: StorageProfile) -> Result<Warehouse> {
         let name = WarehouseName::parse(name)?;
         let root = StorageRoot::parse(storage_root)?;
-        self.store.create_warehouse(&name, &root).await
+        if self.store.warehouse_by_name(&name).await?.is_some() {
+            return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
+        }
+        self.check_profile(&name, &root, &profile).await?;
+        self.store.create_warehouse(&name, &root, &profile).await
+    }
+
+    /// Replaces a warehouse's storage profile (validated and probed like on create). Cached
+    /// clients and credentials of the old profile are not used again: they are keyed by version.
+    pub async fn update_storage_profile(&self, name: &str, profile: StorageProfile) -> Result<Warehouse> {
+        let existing = self.get_warehouse(name).await?;
+        self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
+        let updated = self.store.update_storage_profile(&existing.name, &profile).await?;
+        self.warehouses.write().expect("warehouse cache").retain(|_, (w, _)| w.name != updated.name);
+        Ok(updated)
     }
 
     pub async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>> {

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::idempotency::IdempotencyRecord;
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+use crate::storage::StorageProfile;
 
 /// String properties, kept sorted so responses are stable.
 pub type Properties = BTreeMap<String, String>;
@@ -19,6 +20,10 @@ pub struct Warehouse {
     pub id: String,
     pub name: WarehouseName,
     pub storage_root: StorageRoot,
+    /// How the storage is reached; secrets in it are sealed.
+    pub storage_profile: StorageProfile,
+    /// Grows with every profile change; caches of clients and credentials are keyed by it.
+    pub profile_version: i64,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -91,6 +96,8 @@ pub struct NewTabular<'a> {
     pub name: &'a str,
     pub kind: TabularKind,
     pub location: &'a str,
+    /// Locations outside `location` the table writes to (`write.data.path`, ...).
+    pub extra_locations: &'a [String],
     pub metadata_location: &'a str,
     pub metadata: &'a str,
 }
@@ -104,9 +111,11 @@ pub struct MetadataSwap {
     pub expected_metadata_location: String,
     pub metadata_location: String,
     pub metadata: String,
-    /// The (possibly new) base location; checked for overlaps when it changed.
+    /// The (possibly new) base location and the locations outside it the table writes to;
+    /// checked for overlaps and stored when they changed.
     pub location: String,
-    pub location_changed: bool,
+    pub extra_locations: Vec<String>,
+    pub locations_changed: bool,
 }
 
 /// How a set of swaps ended.
@@ -126,7 +135,14 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// One round trip to the database; fails with `Unavailable` when it cannot be reached.
     async fn ping(&self) -> Result<()>;
 
-    async fn create_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
+    async fn create_warehouse(
+        &self,
+        name: &WarehouseName,
+        root: &StorageRoot,
+        profile: &StorageProfile,
+    ) -> Result<Warehouse>;
+    /// Replaces a warehouse's storage profile and bumps its version; `NotFound` without it.
+    async fn update_storage_profile(&self, name: &WarehouseName, profile: &StorageProfile) -> Result<Warehouse>;
     /// Creates the warehouse unless one of that name exists; returns the stored one either way.
     async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
     /// Every warehouse, or with `visible_to` only those the principal holds something in.

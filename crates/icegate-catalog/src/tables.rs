@@ -18,6 +18,7 @@ use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
 use crate::pagination::{encode_token, page_request};
 use crate::service::{Catalog, Listing};
+use crate::storage::TableLocations;
 use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
 
 /// How often a commit that lost a race is re-applied on the new metadata before giving up
@@ -25,6 +26,7 @@ use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, 
 const MAX_COMMIT_ATTEMPTS: usize = 16;
 const PROPERTY_FORMAT_VERSION: &str = "format-version";
 const PROPERTY_METADATA_PATH: &str = "write.metadata.path";
+const PROPERTY_DATA_PATH: &str = "write.data.path";
 const PROPERTY_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
 
 /// A table name within a namespace, validated for use in a storage path.
@@ -88,6 +90,51 @@ pub struct TableResult {
     /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
     pub metadata_json: String,
     pub etag: String,
+    /// The warehouse the table lives in (for credential vending).
+    pub warehouse: Warehouse,
+}
+
+impl TableResult {
+    /// The table's locations, read from its metadata (base location, `write.data.path`,
+    /// `write.metadata.path`). Every commit validated them against the warehouse.
+    pub fn locations(&self) -> Result<TableLocations> {
+        #[derive(serde::Deserialize)]
+        struct Locations {
+            location: String,
+            #[serde(default)]
+            properties: HashMap<String, String>,
+        }
+        let parsed: Locations = serde_json::from_str(&self.metadata_json)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata lacks a location: {e}")))?;
+        Ok(TableLocations::new(std::iter::once(parsed.location).chain(
+            [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH].iter().filter_map(|k| parsed.properties.get(*k).cloned()),
+        )))
+    }
+}
+
+/// The extra locations recorded for stored metadata (no validation: it was validated on write).
+fn extra_locations_of(base: &str, metadata: &TableMetadata) -> Vec<String> {
+    let props = [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH].into_iter().filter_map(|k| metadata.properties().get(k));
+    let all = TableLocations::new(std::iter::once(base.to_owned()).chain(props.cloned()));
+    all.as_slice().iter().filter(|l| *l != base).cloned().collect()
+}
+
+/// A table's base location and the locations outside it that its properties make it write to,
+/// each checked to lie inside the warehouse's storage root. (Overlaps with other tables are
+/// checked by the store, atomically with the write.)
+fn table_locations(warehouse: &Warehouse, metadata: &TableMetadata) -> Result<(String, Vec<String>)> {
+    let root = warehouse.storage_root.as_str();
+    let base = location_inside(root, metadata.location())?;
+    let mut all = vec![base.clone()];
+    for key in [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH] {
+        if let Some(path) = metadata.properties().get(key) {
+            all.push(location_inside(root, path).map_err(|_| {
+                CatalogError::bad_request(format!("{key} {path} must lie inside the warehouse's storage root {root}"))
+            })?);
+        }
+    }
+    let extra = TableLocations::new(all).as_slice().iter().filter(|l| **l != base).cloned().collect();
+    Ok((base, extra))
 }
 
 fn etag(metadata_location: &str, mode: SnapshotMode) -> String {
@@ -220,11 +267,12 @@ impl Catalog {
         let metadata_json = to_json(&metadata)?;
         if request.stage_create {
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
-            return Ok(TableResult { metadata_location: None, metadata_json, etag });
+            table_locations(&warehouse, &metadata)?;
+            return Ok(TableResult { metadata_location: None, metadata_json, etag, warehouse });
         }
         let catalog = self.clone();
         crate::idempotency::detached(async move {
-            catalog.persist_new_table(&warehouse, &table, &location, &metadata, metadata_json).await
+            catalog.persist_new_table(&warehouse, &table, &metadata, metadata_json).await
         })
         .await?
     }
@@ -235,12 +283,12 @@ impl Catalog {
         &self,
         warehouse: &Warehouse,
         table: &TableIdent,
-        location: &str,
         metadata: &TableMetadata,
         metadata_json: String,
     ) -> Result<TableResult> {
+        let (location, extra_locations) = table_locations(warehouse, metadata)?;
         let metadata_location = metadata_file_location(metadata, None);
-        self.files().write_new(&metadata_location, metadata_json.clone().into_bytes()).await?;
+        self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await?;
         let created = self
             .store()
             .create_tabular(&NewTabular {
@@ -248,21 +296,27 @@ impl Catalog {
                 namespace: &table.namespace,
                 name: &table.name,
                 kind: TabularKind::Table,
-                location,
+                location: &location,
+                extra_locations: &extra_locations,
                 metadata_location: &metadata_location,
                 metadata: &metadata_json,
             })
             .await;
         if let Err(err) = created {
-            self.delete_quietly(&metadata_location).await;
+            self.delete_quietly(warehouse, &metadata_location).await;
             return Err(err);
         }
         let etag = etag(&metadata_location, SnapshotMode::All);
-        Ok(TableResult { metadata_location: Some(metadata_location), metadata_json, etag })
+        Ok(TableResult {
+            metadata_location: Some(metadata_location),
+            metadata_json,
+            etag,
+            warehouse: warehouse.clone(),
+        })
     }
 
-    async fn delete_quietly(&self, location: &str) {
-        if let Err(err) = self.files().delete(location).await {
+    async fn delete_quietly(&self, warehouse: &Warehouse, location: &str) {
+        if let Err(err) = self.files().delete(warehouse, location).await {
             tracing::warn!(%location, error = %err, "could not remove an unused metadata file");
         }
     }
@@ -283,7 +337,7 @@ impl Catalog {
             SnapshotMode::All => row.metadata,
             SnapshotMode::Refs => referenced_snapshots_only(&row.metadata)?,
         };
-        Ok(TableResult { metadata_location: Some(row.metadata_location), metadata_json, etag })
+        Ok(TableResult { metadata_location: Some(row.metadata_location), metadata_json, etag, warehouse })
     }
 
     pub async fn table_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
@@ -339,7 +393,7 @@ impl Catalog {
         if purge {
             // The row is gone, so the table is dropped whatever happens next; a failed purge is
             // logged (with the location) for an operator to finish, not reported as a failed drop.
-            match self.files().delete_prefix(&row.location).await {
+            match self.files().delete_prefix(&warehouse, &row.location).await {
                 Ok(count) => {
                     tracing::info!(table = %table, location = %row.location, files = count, "purged table files")
                 }
@@ -375,9 +429,9 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
-        let bytes = self.files().read(metadata_location).await?;
+        let bytes = self.files().read(&warehouse, metadata_location).await?;
         let metadata = parse_metadata_file(metadata_location, &bytes)?;
-        let location = location_inside(root, metadata.location())?;
+        let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
         let metadata_json = to_json(&metadata)?;
         if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
             let swap = MetadataSwap {
@@ -387,13 +441,15 @@ impl Catalog {
                 metadata_location: metadata_location.to_owned(),
                 metadata: metadata_json.clone(),
                 location: location.clone(),
-                location_changed: location != existing.location,
+                extra_locations,
+                locations_changed: true,
             };
             return match self.store().swap_metadata(&[swap]).await? {
                 SwapOutcome::Applied => Ok(TableResult {
                     metadata_location: Some(metadata_location.to_owned()),
                     etag: etag(metadata_location, SnapshotMode::All),
                     metadata_json,
+                    warehouse,
                 }),
                 SwapOutcome::Conflict(_) => {
                     Err(CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry")))
@@ -407,6 +463,7 @@ impl Catalog {
                 name: &table.name,
                 kind: TabularKind::Table,
                 location: &location,
+                extra_locations: &extra_locations,
                 metadata_location,
                 metadata: &metadata_json,
             })
@@ -415,6 +472,7 @@ impl Catalog {
             metadata_location: Some(metadata_location.to_owned()),
             etag: etag(metadata_location, SnapshotMode::All),
             metadata_json,
+            warehouse,
         })
     }
 
@@ -478,10 +536,10 @@ impl Catalog {
                 staged.iter().filter_map(|s| s.swap.as_ref().map(|swap| (&s.table, swap))).collect();
             for (index, (_, swap)) in writes.iter().enumerate() {
                 if let Err(err) =
-                    self.files().write_new(&swap.metadata_location, swap.metadata.clone().into_bytes()).await
+                    self.files().write_new(warehouse, &swap.metadata_location, swap.metadata.clone().into_bytes()).await
                 {
                     for (_, written) in &writes[..index] {
-                        self.delete_quietly(&written.metadata_location).await;
+                        self.delete_quietly(warehouse, &written.metadata_location).await;
                     }
                     return Err(err);
                 }
@@ -492,13 +550,13 @@ impl Catalog {
             match outcome {
                 Ok(SwapOutcome::Applied) => {
                     for commit in &staged {
-                        self.expire_metadata_files(commit).await;
+                        self.expire_metadata_files(warehouse, commit).await;
                     }
                     return Ok(staged.into_iter().map(|s| s.result).collect());
                 }
                 Ok(SwapOutcome::Conflict(index)) => {
                     for swap in &swaps {
-                        self.delete_quietly(&swap.metadata_location).await;
+                        self.delete_quietly(warehouse, &swap.metadata_location).await;
                     }
                     tracing::debug!(attempt, table = %writes[index].0, "commit lost a race; re-checking");
                     // A short, growing pause spreads out writers that keep colliding.
@@ -544,7 +602,7 @@ impl Catalog {
         match applied {
             0 => {
                 for (_, swap) in writes {
-                    self.delete_quietly(&swap.metadata_location).await;
+                    self.delete_quietly(warehouse, &swap.metadata_location).await;
                 }
                 Ok(false)
             }
@@ -559,6 +617,7 @@ impl Catalog {
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, row: Tabular) -> Result<StagedCommit> {
         let base = parse_stored(&row)?;
+        let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             requirement.check(Some(&base))?;
         }
@@ -571,6 +630,7 @@ impl Catalog {
                     metadata_location: Some(row.metadata_location),
                     metadata_json: row.metadata,
                     etag,
+                    warehouse: warehouse.clone(),
                 },
                 expired: Vec::new(),
                 delete_expired: false,
@@ -582,7 +642,7 @@ impl Catalog {
         }
         let built = builder.build()?;
         let metadata = built.metadata;
-        let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
+        let (location, extra_locations) = table_locations(warehouse, &metadata)?;
         let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
         let metadata_json = to_json(&metadata)?;
         let delete_expired =
@@ -595,13 +655,15 @@ impl Catalog {
                 expected_metadata_location: row.metadata_location,
                 metadata_location: metadata_location.clone(),
                 metadata: metadata_json.clone(),
-                location_changed: location != row.location,
+                locations_changed: location != row.location || extra_locations != old_extra_locations,
                 location,
+                extra_locations,
             }),
             result: TableResult {
                 etag: etag(&metadata_location, SnapshotMode::All),
                 metadata_location: Some(metadata_location),
                 metadata_json,
+                warehouse: warehouse.clone(),
             },
             expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
             delete_expired,
@@ -647,10 +709,8 @@ impl Catalog {
             builder = update.apply(builder)?;
         }
         let metadata = builder.build()?.metadata;
-        let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
         let metadata_json = to_json(&metadata)?;
-        self.persist_new_table(warehouse, &change.table, &location, &metadata, metadata_json).await.map_err(|e| match e
-        {
+        self.persist_new_table(warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
             CatalogError::AlreadyExists(_) => {
                 CatalogError::CommitFailed(format!("{} was created concurrently (assert-create failed)", change.table))
             }
@@ -660,10 +720,10 @@ impl Catalog {
 
     /// After a successful commit: remove metadata files that fell out of the metadata log when
     /// `write.metadata.delete-after-commit.enabled` is set.
-    async fn expire_metadata_files(&self, commit: &StagedCommit) {
+    async fn expire_metadata_files(&self, warehouse: &Warehouse, commit: &StagedCommit) {
         if commit.delete_expired {
             for file in &commit.expired {
-                self.delete_quietly(file).await;
+                self.delete_quietly(warehouse, file).await;
             }
         }
     }

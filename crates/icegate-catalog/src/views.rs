@@ -126,7 +126,7 @@ impl Catalog {
         write_file: bool,
     ) -> Result<ViewResult> {
         if write_file {
-            self.files().write_new(metadata_location, metadata_json.clone().into_bytes()).await?;
+            self.files().write_new(warehouse, metadata_location, metadata_json.clone().into_bytes()).await?;
         }
         let created = self
             .store()
@@ -136,13 +136,14 @@ impl Catalog {
                 name: &view.name,
                 kind: TabularKind::View,
                 location,
+                extra_locations: &[],
                 metadata_location,
                 metadata: &metadata_json,
             })
             .await;
         if let Err(err) = created {
             if write_file {
-                let _ = self.files().delete(metadata_location).await;
+                let _ = self.files().delete(warehouse, metadata_location).await;
             }
             return Err(err);
         }
@@ -192,7 +193,7 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
-        let bytes = self.files().read(metadata_location).await?;
+        let bytes = self.files().read(&warehouse, metadata_location).await?;
         let text =
             String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
         let metadata = parse_view(&text, metadata_location)?;
@@ -246,20 +247,21 @@ impl Catalog {
             let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
             let metadata_json = to_json(&metadata)?;
             let metadata_location = view_file_location(&metadata, Some(&row.metadata_location));
-            self.files().write_new(&metadata_location, metadata_json.clone().into_bytes()).await?;
+            self.files().write_new(&warehouse, &metadata_location, metadata_json.clone().into_bytes()).await?;
             let swap = MetadataSwap {
                 id: row.id,
                 warehouse_id: warehouse.id.clone(),
                 expected_metadata_location: row.metadata_location,
                 metadata_location: metadata_location.clone(),
                 metadata: metadata_json.clone(),
-                location_changed: location != row.location,
+                locations_changed: location != row.location,
+                extra_locations: Vec::new(),
                 location,
             };
             match self.store().swap_metadata(std::slice::from_ref(&swap)).await {
                 Ok(SwapOutcome::Applied) => return Ok(ViewResult { metadata_location, metadata_json }),
                 Ok(SwapOutcome::Conflict(_)) => {
-                    let _ = self.files().delete(&metadata_location).await;
+                    let _ = self.files().delete(&warehouse, &metadata_location).await;
                     tracing::debug!(attempt, view = %view, "view commit lost a race; re-checking");
                 }
                 Err(err) => {
@@ -269,7 +271,7 @@ impl Catalog {
                             Ok(ViewResult { metadata_location, metadata_json })
                         }
                         Ok(_) => {
-                            let _ = self.files().delete(&metadata_location).await;
+                            let _ = self.files().delete(&warehouse, &metadata_location).await;
                             Err(err)
                         }
                         Err(_) => Err(CatalogError::CommitStateUnknown(

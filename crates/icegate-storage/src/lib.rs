@@ -1,21 +1,44 @@
-//! Object storage for icegate's own I/O (metadata files, purges), through `object_store`.
+//! Object storage for icegate: its own I/O (metadata files, purges) through `object_store`, and,
+//! for S3 warehouses, credential vending (STS session policies scoped to one table) and remote
+//! signing.
 //!
-//! Only `file://` locations are served so far; `s3://` arrives with storage profiles and will
-//! build its store from the warehouse's credentials.
+//! `file://` warehouses use the local file system. `s3://` warehouses reach their bucket with
+//! the profile's credentials; the clients for a profile are built once and cached by warehouse
+//! id and profile version, so a profile update takes effect on the next request.
 
-use std::sync::Arc;
+mod policy;
+mod s3;
+mod sign;
+mod vending;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use icegate_catalog::files::FileIo;
+use icegate_catalog::storage::SecretCipher;
+use icegate_catalog::store::Warehouse;
 use icegate_catalog::{CatalogError, Result};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-/// `FileIo` over `object_store`.
+pub use policy::session_policy;
+pub use vending::StorageMetrics;
+
+use crate::s3::S3Access;
+
+/// One profile version's S3 clients, built once on first use.
+type S3Cell = Arc<tokio::sync::OnceCell<Arc<S3Access>>>;
+
+/// `FileIo` and `CredentialVendor` over `object_store` and the AWS SDK.
 pub struct ObjectStoreIo {
     local: Arc<LocalFileSystem>,
+    cipher: SecretCipher,
+    /// S3 clients by (warehouse id, profile version).
+    s3: Mutex<HashMap<(String, i64), S3Cell>>,
+    vending: vending::Vending,
 }
 
 impl Default for ObjectStoreIo {
@@ -25,19 +48,47 @@ impl Default for ObjectStoreIo {
 }
 
 impl ObjectStoreIo {
+    /// Local files only (no cipher: S3 profiles with static keys cannot be opened).
     pub fn new() -> Self {
-        Self { local: Arc::new(LocalFileSystem::new()) }
+        Self::with_cipher(SecretCipher::unconfigured(), StorageMetrics::default())
     }
 
-    fn resolve(&self, location: &str) -> Result<(Arc<LocalFileSystem>, Path)> {
-        let Some(path) = location.strip_prefix("file://") else {
-            return Err(CatalogError::bad_request(format!(
-                "unsupported storage location {location}: only file:// is served"
-            )));
+    pub fn with_cipher(cipher: SecretCipher, metrics: StorageMetrics) -> Self {
+        Self {
+            local: Arc::new(LocalFileSystem::new()),
+            cipher,
+            s3: Mutex::default(),
+            vending: vending::Vending::new(metrics),
+        }
+    }
+
+    /// The cached S3 clients of a warehouse's current profile.
+    async fn s3_access(&self, warehouse: &Warehouse) -> Result<Arc<S3Access>> {
+        let cell = {
+            let mut clients = self.s3.lock().expect("s3 client cache");
+            // Older versions of this warehouse's profile are never asked for again.
+            clients.retain(|(id, version), _| id != &warehouse.id || *version == warehouse.profile_version);
+            clients.entry((warehouse.id.clone(), warehouse.profile_version)).or_default().clone()
         };
-        let path = Path::from_absolute_path(path)
-            .map_err(|e| CatalogError::bad_request(format!("invalid file location {location}: {e}")))?;
-        Ok((self.local.clone(), path))
+        cell.get_or_try_init(|| async { S3Access::new(warehouse, &self.cipher).await.map(Arc::new) }).await.cloned()
+    }
+
+    async fn resolve(&self, warehouse: &Warehouse, location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        if !location.starts_with(&format!("{}/", warehouse.storage_root.as_str())) {
+            return Err(CatalogError::bad_request(format!(
+                "{location} lies outside the warehouse's storage root {}",
+                warehouse.storage_root
+            )));
+        }
+        if let Some(path) = location.strip_prefix("file://") {
+            let path = Path::from_absolute_path(path)
+                .map_err(|e| CatalogError::bad_request(format!("invalid file location {location}: {e}")))?;
+            return Ok((self.local.clone(), path));
+        }
+        let access = self.s3_access(warehouse).await?;
+        let key = access.key_of(location)?;
+        let path = Path::parse(key).map_err(|e| CatalogError::bad_request(format!("invalid S3 key {key}: {e}")))?;
+        Ok((access.store.clone(), path))
     }
 }
 
@@ -47,15 +98,15 @@ fn io_error(what: &str, location: &str, err: object_store::Error) -> CatalogErro
 
 #[async_trait]
 impl FileIo for ObjectStoreIo {
-    async fn write_new(&self, location: &str, bytes: Vec<u8>) -> Result<()> {
-        let (store, path) = self.resolve(location)?;
+    async fn write_new(&self, warehouse: &Warehouse, location: &str, bytes: Vec<u8>) -> Result<()> {
+        let (store, path) = self.resolve(warehouse, location).await?;
         let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         store.put_opts(&path, PutPayload::from(bytes), options).await.map_err(|e| io_error("writing", location, e))?;
         Ok(())
     }
 
-    async fn read(&self, location: &str) -> Result<Vec<u8>> {
-        let (store, path) = self.resolve(location)?;
+    async fn read(&self, warehouse: &Warehouse, location: &str) -> Result<Vec<u8>> {
+        let (store, path) = self.resolve(warehouse, location).await?;
         match store.get(&path).await {
             Ok(result) => Ok(result.bytes().await.map_err(|e| io_error("reading", location, e))?.to_vec()),
             Err(object_store::Error::NotFound { .. }) => {
@@ -65,16 +116,16 @@ impl FileIo for ObjectStoreIo {
         }
     }
 
-    async fn delete(&self, location: &str) -> Result<()> {
-        let (store, path) = self.resolve(location)?;
+    async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()> {
+        let (store, path) = self.resolve(warehouse, location).await?;
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(io_error("deleting", location, e)),
         }
     }
 
-    async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
-        let (store, path) = self.resolve(prefix)?;
+    async fn delete_prefix(&self, warehouse: &Warehouse, prefix: &str) -> Result<usize> {
+        let (store, path) = self.resolve(warehouse, prefix).await?;
         let files: Vec<Path> = store
             .list(Some(&path))
             .map_ok(|meta| meta.location)
@@ -119,29 +170,49 @@ async fn remove_empty_dirs(dir: &std::path::Path) {
 
 #[cfg(test)]
 mod tests {
+    use icegate_catalog::storage::StorageProfile;
+    use icegate_catalog::{StorageRoot, WarehouseName};
+
     use super::*;
+
+    fn warehouse(root: &str) -> Warehouse {
+        Warehouse {
+            id: "w".into(),
+            name: WarehouseName::parse("w").unwrap(),
+            storage_root: StorageRoot::parse(root).unwrap(),
+            storage_profile: StorageProfile::File,
+            profile_version: 1,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
 
     #[tokio::test]
     async fn files_are_written_once_read_and_purged_by_prefix() {
         let dir = tempfile::tempdir().unwrap();
         let io = ObjectStoreIo::new();
         let root = format!("file://{}", dir.path().display());
+        let wh = &warehouse(&root);
         let table = format!("{root}/ns/t1");
-        io.write_new(&format!("{table}/metadata/00000-a.metadata.json"), b"{}".to_vec()).await.unwrap();
-        io.write_new(&format!("{table}/data/x.parquet"), b"data".to_vec()).await.unwrap();
-        io.write_new(&format!("{root}/ns/t10/keep.txt"), b"other table".to_vec()).await.unwrap();
-        assert!(io.write_new(&format!("{table}/data/x.parquet"), b"again".to_vec()).await.is_err(), "no overwrite");
-        assert_eq!(io.read(&format!("{table}/data/x.parquet")).await.unwrap(), b"data");
-        assert!(matches!(io.read(&format!("{table}/nope")).await, Err(CatalogError::BadRequest(_))));
+        io.write_new(wh, &format!("{table}/metadata/00000-a.metadata.json"), b"{}".to_vec()).await.unwrap();
+        io.write_new(wh, &format!("{table}/data/x.parquet"), b"data".to_vec()).await.unwrap();
+        io.write_new(wh, &format!("{root}/ns/t10/keep.txt"), b"other table".to_vec()).await.unwrap();
+        assert!(io.write_new(wh, &format!("{table}/data/x.parquet"), b"again".to_vec()).await.is_err(), "no overwrite");
+        assert_eq!(io.read(wh, &format!("{table}/data/x.parquet")).await.unwrap(), b"data");
+        assert!(matches!(io.read(wh, &format!("{table}/nope")).await, Err(CatalogError::BadRequest(_))));
 
-        assert_eq!(io.delete_prefix(&table).await.unwrap(), 2);
+        assert_eq!(io.delete_prefix(wh, &table).await.unwrap(), 2);
         assert!(!dir.path().join("ns/t1").exists(), "the table directory is gone");
         assert!(dir.path().join("ns/t10/keep.txt").exists(), "a sibling with a common name prefix survives");
-        io.delete(&format!("{table}/missing")).await.unwrap();
+        io.delete(wh, &format!("{table}/missing")).await.unwrap();
     }
 
-    #[test]
-    fn only_file_locations_are_served() {
-        assert!(ObjectStoreIo::new().resolve("s3://bucket/x").is_err());
+    #[tokio::test]
+    async fn nothing_outside_the_warehouse_root_is_touched() {
+        let io = ObjectStoreIo::new();
+        let wh = &warehouse("file:///tmp/icegate-root-check");
+        for outside in ["file:///etc/passwd", "file:///tmp/icegate-root-check-other/x", "s3://bucket/x"] {
+            assert!(io.read(wh, outside).await.is_err(), "{outside}");
+        }
     }
 }

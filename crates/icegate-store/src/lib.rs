@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use async_trait::async_trait;
 use icegate_catalog::idempotency::IdempotencyRecord;
+use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
     Warehouse,
@@ -230,8 +231,21 @@ impl CatalogStore for SqlStore {
         Ok(())
     }
 
-    async fn create_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {
-        warehouses::create(self, name, root).await
+    async fn create_warehouse(
+        &self,
+        name: &WarehouseName,
+        root: &StorageRoot,
+        profile: &StorageProfile,
+    ) -> Result<Warehouse, CatalogError> {
+        warehouses::create(self, name, root, profile).await
+    }
+
+    async fn update_storage_profile(
+        &self,
+        name: &WarehouseName,
+        profile: &StorageProfile,
+    ) -> Result<Warehouse, CatalogError> {
+        warehouses::update_profile(self, name, profile).await
     }
 
     async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {

@@ -52,7 +52,8 @@ async fn lock_warehouse(
     Ok(())
 }
 
-/// Fails when `location` equals, lies inside, or contains another table's or view's location.
+/// Fails when `location` equals, lies inside, or contains a location of another table or view:
+/// a base location or one of the extra locations (`write.data.path`, ...) a table writes to.
 async fn check_overlap(
     tx: &mut Transaction<'static, Any>,
     warehouse_id: &str,
@@ -72,10 +73,13 @@ async fn check_overlap(
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
     let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 4)).collect();
+    let matches =
+        format!("(location IN ({}) OR (location > $3 || '/' AND location < $3 || '0'))", placeholders.join(", "));
     let sql = format!(
-        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 \
-         AND (location IN ({}) OR (location > $3 || '/' AND location < $3 || '0')) LIMIT 1",
-        placeholders.join(", ")
+        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {matches} \
+         UNION ALL \
+         SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {matches} \
+         LIMIT 1"
     );
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(warehouse_id).bind(exclude_id.unwrap_or("")).bind(location);
     for candidate in &candidates {
@@ -85,6 +89,30 @@ async fn check_overlap(
         return Err(CatalogError::bad_request(format!(
             "location {location} overlaps the location of another table or view"
         )));
+    }
+    Ok(())
+}
+
+/// Replaces the extra locations stored for a table.
+async fn store_extra_locations(
+    tx: &mut Transaction<'static, Any>,
+    warehouse_id: &str,
+    tabular_id: &str,
+    extra: &[String],
+) -> Result<(), CatalogError> {
+    sqlx::query("DELETE FROM tabular_locations WHERE tabular_id = $1")
+        .bind(tabular_id)
+        .execute(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    for location in extra {
+        sqlx::query("INSERT INTO tabular_locations (tabular_id, warehouse_id, location) VALUES ($1, $2, $3)")
+            .bind(tabular_id)
+            .bind(warehouse_id)
+            .bind(location.as_str())
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
     }
     Ok(())
 }
@@ -105,7 +133,9 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
     if taken.is_some() {
         return Err(already_exists(new.namespace, new.name));
     }
-    check_overlap(&mut tx, new.warehouse_id, new.location, None).await?;
+    for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
+        check_overlap(&mut tx, new.warehouse_id, location, None).await?;
+    }
     let id = uuid::Uuid::now_v7().to_string();
     let inserted = sqlx::query(
         "INSERT INTO tabulars (id, warehouse_id, namespace_id, name, kind, location, metadata_location, metadata, \
@@ -130,6 +160,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         }
         Err(e) => return Err(db_error(e)),
     }
+    store_extra_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
     store.commit_write(tx).await?;
     Ok(id)
 }
@@ -165,7 +196,7 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
     // The common case, one table and no new location, is a single autocommit statement: one
     // round trip, and the database's row lock orders concurrent swaps.
     if let [only] = swaps
-        && !only.location_changed
+        && !only.locations_changed
         && icegate_catalog::idempotency::pending().is_none()
     {
         let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
@@ -173,14 +204,19 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
     }
     let mut tx = store.begin_write().await?;
     for (index, swap) in swaps.iter().enumerate() {
-        if swap.location_changed {
+        if swap.locations_changed {
             lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
-            check_overlap(&mut tx, &swap.warehouse_id, &swap.location, Some(&swap.id)).await?;
+            for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
+                check_overlap(&mut tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
+            }
         }
         let done = bind_swap(swap, now).execute(&mut *tx).await.map_err(db_error)?;
         if done.rows_affected() != 1 {
             tx.rollback().await.map_err(db_error)?;
             return Ok(SwapOutcome::Conflict(index));
+        }
+        if swap.locations_changed {
+            store_extra_locations(&mut tx, &swap.warehouse_id, &swap.id, &swap.extra_locations).await?;
         }
     }
     store.commit_write(tx).await?;

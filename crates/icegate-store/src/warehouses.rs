@@ -1,5 +1,6 @@
 //! Warehouse rows.
 
+use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::Warehouse;
 use icegate_catalog::{CatalogError, StorageRoot, WarehouseName};
 use sqlx::Row;
@@ -11,7 +12,10 @@ use crate::{SqlStore, db_error, is_violation, now_ms};
 /// A `SELECT` of every warehouse column, followed by `$tail` (a string literal).
 macro_rules! select_warehouses {
     ($tail:literal) => {
-        concat!("SELECT id, name, storage_root, created_at, updated_at FROM warehouses", $tail)
+        concat!(
+            "SELECT id, name, storage_root, storage_profile, profile_version, created_at, updated_at FROM warehouses",
+            $tail
+        )
     };
 }
 
@@ -22,32 +26,47 @@ fn from_row(row: &AnyRow) -> Result<Warehouse, CatalogError> {
         name: WarehouseName::parse(&row.try_get::<String, _>("name").map_err(db_error)?).map_err(corrupt)?,
         storage_root: StorageRoot::parse(&row.try_get::<String, _>("storage_root").map_err(db_error)?)
             .map_err(corrupt)?,
+        storage_profile: serde_json::from_str(&row.try_get::<String, _>("storage_profile").map_err(db_error)?)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid storage profile in a warehouse row: {e}")))?,
+        profile_version: row.try_get("profile_version").map_err(db_error)?,
         created_at_ms: row.try_get("created_at").map_err(db_error)?,
         updated_at_ms: row.try_get("updated_at").map_err(db_error)?,
     })
+}
+
+fn profile_json(profile: &StorageProfile) -> Result<String, CatalogError> {
+    serde_json::to_string(profile).map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising a profile: {e}")))
 }
 
 pub(crate) async fn create(
     store: &SqlStore,
     name: &WarehouseName,
     root: &StorageRoot,
+    profile: &StorageProfile,
 ) -> Result<Warehouse, CatalogError> {
     let now = now_ms();
     let id = uuid::Uuid::new_v4().to_string();
     let result = sqlx::query(
-        "INSERT INTO warehouses (id, name, storage_root, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $4)",
+        "INSERT INTO warehouses (id, name, storage_root, storage_profile, profile_version, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, 1, $5, $5)",
     )
     .bind(&id)
     .bind(name.as_str())
     .bind(root.as_str())
+    .bind(profile_json(profile)?)
     .bind(now)
     .execute(&store.pool)
     .await;
     match result {
-        Ok(_) => {
-            Ok(Warehouse { id, name: name.clone(), storage_root: root.clone(), created_at_ms: now, updated_at_ms: now })
-        }
+        Ok(_) => Ok(Warehouse {
+            id,
+            name: name.clone(),
+            storage_root: root.clone(),
+            storage_profile: profile.clone(),
+            profile_version: 1,
+            created_at_ms: now,
+            updated_at_ms: now,
+        }),
         Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
             Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")))
         }
@@ -73,6 +92,25 @@ pub(crate) async fn ensure(
     .await
     .map_err(db_error)?;
     by_name(store, name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
+}
+
+pub(crate) async fn update_profile(
+    store: &SqlStore,
+    name: &WarehouseName,
+    profile: &StorageProfile,
+) -> Result<Warehouse, CatalogError> {
+    let row = sqlx::query(
+        "UPDATE warehouses SET storage_profile = $1, profile_version = profile_version + 1, updated_at = $2 \
+         WHERE name = $3 \
+         RETURNING id, name, storage_root, storage_profile, profile_version, created_at, updated_at",
+    )
+    .bind(profile_json(profile)?)
+    .bind(now_ms())
+    .bind(name.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_error)?;
+    row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))
 }
 
 pub(crate) async fn list(store: &SqlStore, visible_to: Option<&str>) -> Result<Vec<Warehouse>, CatalogError> {

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{MetadataSwap, NewTabular, PageRequest, PropertiesChange, SwapOutcome, TabularKind};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, ObjectKind, Properties, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
@@ -21,6 +22,7 @@ async fn warehouse(store: &dyn CatalogStore, name: &str) -> String {
         .create_warehouse(
             &WarehouseName::parse(name).unwrap(),
             &StorageRoot::parse(&format!("file:///tmp/{name}")).unwrap(),
+            &StorageProfile::File,
         )
         .await
         .unwrap()
@@ -33,8 +35,8 @@ async fn warehouse_names_are_unique(db: TestDatabase) {
     let store = &db.store;
     let name = WarehouseName::parse("lake").unwrap();
     let root = StorageRoot::parse("file:///tmp/lake").unwrap();
-    let created = store.create_warehouse(&name, &root).await.unwrap();
-    let err = store.create_warehouse(&name, &root).await.unwrap_err();
+    let created = store.create_warehouse(&name, &root, &StorageProfile::File).await.unwrap();
+    let err = store.create_warehouse(&name, &root, &StorageProfile::File).await.unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
     assert_eq!(store.warehouse_by_name(&name).await.unwrap().unwrap(), created);
     assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), created);
@@ -274,6 +276,16 @@ async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
 }
 
 async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -> Result<String, CatalogError> {
+    table_with(store, wh, name, location, &[]).await
+}
+
+async fn table_with(
+    store: &dyn CatalogStore,
+    wh: &str,
+    name: &str,
+    location: &str,
+    extra_locations: &[String],
+) -> Result<String, CatalogError> {
     store
         .create_tabular(&NewTabular {
             warehouse_id: wh,
@@ -281,6 +293,7 @@ async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -
             name,
             kind: TabularKind::Table,
             location,
+            extra_locations,
             metadata_location: &format!("{location}/metadata/00000-x.metadata.json"),
             metadata: "{}",
         })
@@ -296,8 +309,62 @@ fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataS
         metadata_location: new.to_owned(),
         metadata: format!("{{\"v\": \"{new}\"}}"),
         location: format!("file:///w/db/{table}"),
-        location_changed: false,
+        extra_locations: Vec::new(),
+        locations_changed: false,
     }
+}
+
+async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let data = vec!["file:///w/shared/a-data".to_owned()];
+    let a = table_with(store, &wh, "a", "file:///w/db/a", &data).await.unwrap();
+    // Another table may not put its base or its data path into a's data path, or around it.
+    for (name, base, extra) in [
+        ("b1", "file:///w/shared/a-data/b", vec![]),
+        ("b2", "file:///w/db/b2", vec!["file:///w/shared/a-data/x".to_owned()]),
+        ("b3", "file:///w/db/b3", vec!["file:///w/shared".to_owned()]),
+    ] {
+        let err = table_with(store, &wh, name, base, &extra).await.unwrap_err();
+        assert!(matches!(err, CatalogError::BadRequest(_)), "{name}: {err:?}");
+    }
+    let b = table_with(store, &wh, "b", "file:///w/db/b", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
+    // A commit that moves b's data path into a's is refused and changes nothing.
+    let v0 = "file:///w/db/b/metadata/00000-x.metadata.json";
+    let mut moving = swap(&b, &wh, "b", v0, "v1");
+    moving.extra_locations = vec!["file:///w/shared/a-data/stolen".to_owned()];
+    moving.locations_changed = true;
+    let err = store.swap_metadata(&[moving]).await.unwrap_err();
+    assert!(matches!(err, CatalogError::BadRequest(_)), "{err:?}");
+    // Moving it elsewhere frees the old path for others.
+    let mut moving = swap(&b, &wh, "b", v0, "v1");
+    moving.extra_locations = vec!["file:///w/shared/b-data-2".to_owned()];
+    moving.locations_changed = true;
+    assert_eq!(store.swap_metadata(&[moving]).await.unwrap(), SwapOutcome::Applied);
+    table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
+    // Dropping a table releases its extra locations.
+    store.drop_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap();
+    let _ = a;
+    table_with(store, &wh, "d", "file:///w/shared/a-data", &[]).await.unwrap();
+}
+
+async fn a_storage_profile_update_bumps_the_version(db: TestDatabase) {
+    let store = &db.store;
+    let name = WarehouseName::parse("lake").unwrap();
+    let created = store
+        .create_warehouse(&name, &StorageRoot::parse("file:///tmp/lake").unwrap(), &StorageProfile::File)
+        .await
+        .unwrap();
+    assert_eq!(created.profile_version, 1);
+    let updated = store.update_storage_profile(&name, &StorageProfile::File).await.unwrap();
+    assert_eq!(updated.profile_version, 2);
+    assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), updated);
+    let missing = WarehouseName::parse("nope").unwrap();
+    assert!(matches!(
+        store.update_storage_profile(&missing, &StorageProfile::File).await,
+        Err(CatalogError::NotFound { .. })
+    ));
 }
 
 async fn table_locations_may_not_overlap(db: TestDatabase) {
@@ -416,6 +483,8 @@ store_tests!(
     concurrent_updates_of_different_keys_are_all_kept,
     migrations_are_idempotent,
     table_locations_may_not_overlap,
+    extra_locations_take_part_in_the_overlap_check,
+    a_storage_profile_update_bumps_the_version,
     a_swap_applies_only_against_the_expected_location,
     a_multi_table_swap_is_all_or_nothing,
     tabulars_are_renamed_and_dropped,

@@ -21,7 +21,25 @@ pub struct Config {
     pub database: DatabaseConfig,
     pub catalog: CatalogConfig,
     pub auth: AuthConfig,
+    pub secrets: SecretsConfig,
     pub log: LogConfig,
+}
+
+/// Keys for secrets icegate stores (storage profile credentials).
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecretsConfig {
+    /// 32 random bytes, base64 (`openssl rand -base64 32`): AES-256-GCM key that seals storage
+    /// credentials in the database. Required to store a profile with static keys.
+    pub encryption_key: Option<String>,
+}
+
+impl std::fmt::Debug for SecretsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretsConfig")
+            .field("encryption_key", &self.encryption_key.as_ref().map(|_| "**redacted**"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,6 +103,9 @@ pub struct ServerConfig {
     /// A connection that has not sent a complete request head within this is closed.
     #[serde(with = "humantime_serde")]
     pub header_read_timeout: Duration,
+    /// The URL clients reach the catalog at (`https://catalog.example.com`), for endpoints it
+    /// hands out (remote signing, credential refresh). Unset: taken from each request's Host.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,6 +156,7 @@ impl Default for Config {
             database: DatabaseConfig::default(),
             catalog: CatalogConfig::default(),
             auth: AuthConfig::default(),
+            secrets: SecretsConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -149,6 +171,7 @@ impl Default for ServerConfig {
             max_header_bytes: 64 * 1024,
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
+            public_url: None,
         }
     }
 }
@@ -267,6 +290,14 @@ fn describe(errors: figment::Error) -> anyhow::Error {
 
 impl Config {
     fn validate(&self) -> anyhow::Result<()> {
+        if let Err(why) = icegate_catalog::storage::SecretCipher::from_base64(self.secrets.encryption_key.as_deref()) {
+            bail!("invalid configuration: secrets.encryption_key {why}");
+        }
+        if let Some(url) = &self.server.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("invalid configuration: server.public_url must be an http(s) URL, got {url:?}");
+        }
         if self.database.max_connections == 0 {
             bail!("invalid configuration: database.max_connections must be at least 1");
         }

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use icegate_api::{HttpOptions, Metrics, Security};
 use icegate_catalog::access::{AccessStore, Authorizer};
 use icegate_catalog::auth::{AuthSettings, Authenticator};
+use icegate_catalog::storage::SecretCipher;
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::{SqlStore, StoreOptions};
 use tokio::net::TcpListener;
@@ -157,17 +158,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let security = security(&config, &store).await?;
     let store: Arc<dyn CatalogStore> = Arc::new(store);
-    let catalog =
-        Catalog::new(store.clone(), Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse.clone());
+    let cipher = SecretCipher::from_base64(config.secrets.encryption_key.as_deref())
+        .map_err(|why| anyhow::anyhow!("secrets.encryption_key {why}"))?;
+    let storage_metrics = icegate_storage::StorageMetrics::default();
+    let storage = Arc::new(icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone()));
+    let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone()).with_storage(cipher, storage);
     let app = icegate_api::app(
         catalog,
         security,
-        Metrics::new(),
+        Metrics::with_registrations(|registry| storage_metrics.register(registry)),
         &HttpOptions {
             request_timeout: config.server.request_timeout,
             max_body_bytes: config.server.max_body_bytes,
             idempotency_key_lifetime: config.catalog.idempotency_key_lifetime,
             max_header_bytes: config.server.max_header_bytes,
+            public_url: config.server.public_url.clone(),
         },
     );
     icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);

@@ -1,35 +1,102 @@
 //! Table operations of the Iceberg REST catalog.
 
-use std::collections::BTreeMap;
-
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use icegate_catalog::storage::{AccessLevel, Delegation, SignRequest, TableAccessRequest, TableStorageAccess};
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent, TableResult};
 use serde_json::value::RawValue;
 
 use crate::AppState;
+use crate::authz::{StorageAccess, storage_access as storage_access_level};
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Json, Path, Query};
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use crate::table_models::{
     CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest, DropTableQuery,
-    ListTablesQuery, ListTablesResponse, LoadTableQuery, LoadTableResult, RegisterTableRequest, RenameTableRequest,
-    ReportMetricsRequest, TableIdentifier,
+    ListTablesQuery, ListTablesResponse, LoadCredentialsResponse, LoadTableQuery, LoadTableResult,
+    RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest, ReportMetricsRequest,
+    StorageCredential, TableIdentifier,
 };
+use icegate_catalog::access::Caller;
 
 fn raw(json: String) -> Result<Box<RawValue>, ApiError> {
     RawValue::from_string(json)
         .map_err(|e| icegate_catalog::CatalogError::Internal(anyhow::anyhow!("metadata is not JSON: {e}")).into())
 }
 
-fn load_result(result: TableResult) -> Result<Response, ApiError> {
+/// Everything but RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Percent-encodes one path segment of a catalog route.
+fn segment(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
+}
+
+/// Who asks for a table's files and how: what the vendor needs besides the table itself.
+pub(crate) struct StorageRequest<'a> {
+    pub prefix: &'a str,
+    pub namespace: &'a str,
+    pub table: &'a str,
+    pub access: AccessLevel,
+    pub headers: &'a HeaderMap,
+}
+
+impl StorageRequest<'_> {
+    fn table_path(&self) -> String {
+        format!("v1/{}/namespaces/{}/tables/{}", segment(self.prefix), segment(self.namespace), segment(self.table))
+    }
+}
+
+/// The catalog's base URL as clients should use it: `server.public-url`, else the Host header.
+pub(crate) fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    if let Some(url) = &state.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+/// Client configuration and vended credentials for a table, as its warehouse's profile says.
+pub(crate) async fn storage_access(
+    state: &AppState,
+    result: &TableResult,
+    request: &StorageRequest<'_>,
+) -> Result<TableStorageAccess, ApiError> {
+    let Some(vendor) = state.catalog.vendor() else { return Ok(TableStorageAccess::default()) };
+    if result.warehouse.storage_profile.s3().is_none() {
+        return Ok(TableStorageAccess::default());
+    }
+    let locations = result.locations()?;
+    let delegation =
+        Delegation::parse(request.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
+    let table_path = request.table_path();
+    let base_url = base_url(state, request.headers);
+    let access = TableAccessRequest {
+        warehouse: &result.warehouse,
+        locations: &locations,
+        access: request.access,
+        delegation,
+        table_path: &table_path,
+        base_url: &base_url,
+    };
+    Ok(vendor.table_access(&access).await?)
+}
+
+fn credentials_list(access: TableStorageAccess) -> Vec<StorageCredential> {
+    access.credentials.into_iter().map(|(prefix, config)| StorageCredential { prefix, config }).collect()
+}
+
+fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Response, ApiError> {
     let etag = HeaderValue::from_str(&result.etag).ok();
+    let config = storage.config.clone();
     let body = LoadTableResult {
         metadata_location: result.metadata_location,
         metadata: raw(result.metadata_json)?,
-        config: BTreeMap::new(),
+        config,
+        storage_credentials: credentials_list(storage),
     };
     let mut response = Json(body).into_response();
     if let Some(etag) = etag {
@@ -97,8 +164,10 @@ pub async fn list_tables(
 pub async fn create_table(
     State(state): State<AppState>,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    headers: HeaderMap,
     Json(request): Json<CreateTableRequest>,
 ) -> Result<Response, ApiError> {
+    let name = request.name.clone();
     let request = CreateTable {
         name: request.name,
         location: request.location,
@@ -108,7 +177,17 @@ pub async fn create_table(
         properties: request.properties.unwrap_or_default(),
         stage_create: request.stage_create.unwrap_or(false),
     };
-    load_result(state.catalog.create_table(&prefix, &namespace, request).await?)
+    let result = state.catalog.create_table(&prefix, &namespace, request).await?;
+    // The creator writes the new table: read-write for exactly this table.
+    let storage = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &name,
+        access: AccessLevel::ReadWrite,
+        headers: &headers,
+    };
+    let storage = storage_access(&state, &result, &storage).await?;
+    load_result(result, storage)
 }
 
 /// Load a table from the catalog
@@ -128,6 +207,8 @@ pub async fn create_table(
 )]
 pub async fn load_table(
     State(state): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    access: Option<axum::Extension<StorageAccess>>,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Query(query): Query<LoadTableQuery>,
     headers: HeaderMap,
@@ -152,7 +233,15 @@ pub async fn load_table(
         }
         return Ok(response);
     }
-    load_result(result)
+    let storage = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &table,
+        access: storage_access_level(caller.as_ref(), access.as_ref()),
+        headers: &headers,
+    };
+    let storage = storage_access(&state, &result, &storage).await?;
+    load_result(result, storage)
 }
 
 /// Check if a table exists
@@ -251,13 +340,125 @@ pub async fn drop_table(
 pub async fn register_table(
     State(state): State<AppState>,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    headers: HeaderMap,
     Json(request): Json<RegisterTableRequest>,
 ) -> Result<Response, ApiError> {
     let result = state
         .catalog
         .register_table(&prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
         .await?;
-    load_result(result)
+    let storage = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &request.name,
+        access: AccessLevel::ReadWrite,
+        headers: &headers,
+    };
+    let storage = storage_access(&state, &result, &storage).await?;
+    load_result(result, storage)
+}
+
+/// Load vended credentials for a table from the catalog
+#[utoipa::path(
+    get,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
+    tag = "Catalog API",
+    operation_id = "loadCredentials",
+    params(TablePath),
+    responses(
+        (status = 200, description = "Fresh storage credentials for this table, scoped to it", body = LoadCredentialsResponse),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 403, description = "Not allowed", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store or token service unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn load_credentials(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    access: Option<axum::Extension<StorageAccess>>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    headers: HeaderMap,
+) -> Result<Json<LoadCredentialsResponse>, ApiError> {
+    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::Refs).await?;
+    // Asking for credentials is asking for them: the delegation header does not matter here.
+    let mut headers = headers;
+    headers.insert("x-iceberg-access-delegation", HeaderValue::from_static("vended-credentials"));
+    let storage = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &table,
+        access: storage_access_level(caller.as_ref(), access.as_ref()),
+        headers: &headers,
+    };
+    let storage = storage_access(&state, &result, &storage).await?;
+    Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(storage) }))
+}
+
+/// Remotely signs requests to object storage
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign",
+    tag = "Catalog API",
+    operation_id = "signRequest",
+    params(TablePath),
+    request_body = RemoteSignRequest,
+    responses(
+        (status = 200, description = "The signed request's URI and headers", body = RemoteSignResult),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 403, description = "The request leaves the table, needs write access, or is not an allowed operation", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn sign_request(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<Caller>>,
+    access: Option<axum::Extension<StorageAccess>>,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    headers: HeaderMap,
+    Json(request): Json<RemoteSignRequest>,
+) -> Result<Json<RemoteSignResult>, ApiError> {
+    if request.provider.as_deref().is_some_and(|p| p != "s3") {
+        return Err(ApiError::bad_request(format!("cannot sign for provider {:?}", request.provider)));
+    }
+    let vendor = state
+        .catalog
+        .vendor()
+        .ok_or_else(|| ApiError::bad_request("this server does not serve object storage"))?
+        .clone();
+    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::Refs).await?;
+    let locations = result.locations()?;
+    let storage = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &table,
+        access: storage_access_level(caller.as_ref(), access.as_ref()),
+        headers: &headers,
+    };
+    let table_path = storage.table_path();
+    let base_url = base_url(&state, &headers);
+    let access_request = TableAccessRequest {
+        warehouse: &result.warehouse,
+        locations: &locations,
+        access: storage.access,
+        delegation: Delegation::default(),
+        table_path: &table_path,
+        base_url: &base_url,
+    };
+    let signed = vendor
+        .sign(
+            &access_request,
+            SignRequest {
+                region: request.region,
+                uri: request.uri,
+                method: request.method,
+                headers: request.headers,
+                body: request.body,
+            },
+        )
+        .await?;
+    Ok(Json(RemoteSignResult { uri: signed.uri, headers: signed.headers }))
 }
 
 /// Rename a table from its current name to a new name

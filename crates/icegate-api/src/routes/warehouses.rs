@@ -2,6 +2,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use icegate_catalog::storage::{S3Credentials, S3Profile, SecretCipher, StorageProfile, StsSettings, VendingMode};
 use icegate_catalog::store::Warehouse;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -17,8 +18,12 @@ pub struct WarehouseResponse {
     /// Opaque, URL-safe id; clients use it as the `prefix` of `/v1/{prefix}/...`.
     pub id: String,
     pub name: String,
-    /// Where the warehouse's files live (`file:///...`).
+    /// Where the warehouse's files live (`file:///...` or `s3://bucket/prefix`).
     pub storage_root: String,
+    /// How the storage is reached. Secrets are never returned.
+    pub storage_profile: StorageProfileView,
+    /// Grows with every profile change.
+    pub profile_version: i64,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
@@ -30,6 +35,8 @@ impl From<Warehouse> for WarehouseResponse {
             id: w.id,
             name: w.name.to_string(),
             storage_root: w.storage_root.to_string(),
+            storage_profile: StorageProfileView::from(&w.storage_profile),
+            profile_version: w.profile_version,
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
         }
@@ -41,9 +48,168 @@ impl From<Warehouse> for WarehouseResponse {
 pub struct CreateWarehouseRequest {
     /// 1-128 characters of `A-Z a-z 0-9 _ . -`, starting with a letter or digit; unique.
     pub name: String,
-    /// An absolute `file://` URL (`s3://` arrives with storage profiles).
+    /// An absolute `file://` URL, or `s3://bucket/key/prefix` with an `s3` storage profile.
     #[schema(example = "file:///var/lib/icegate/warehouse")]
     pub storage_root: String,
+    /// Required for `s3://` roots; `file` (the default) otherwise.
+    pub storage_profile: Option<StorageProfileInput>,
+}
+
+/// A storage profile as given by an operator (secrets in plain text, sealed before storing).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum StorageProfileInput {
+    /// The local file system.
+    File,
+    S3(S3ProfileInput),
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct S3ProfileInput {
+    #[schema(example = "us-east-1")]
+    pub region: String,
+    /// For S3-compatible stores: `https://host:port`.
+    pub endpoint: Option<String>,
+    #[serde(default)]
+    pub path_style_access: bool,
+    /// The server's own credentials: for its metadata I/O, STS calls and signing.
+    pub credentials: S3CredentialsInput,
+    pub sts: Option<StsInput>,
+    /// `sts` (default): short-lived credentials scoped to one table; `remote-signing`: clients
+    /// get no credentials and ask the catalog to sign each request; `static`: clients get the
+    /// warehouse's own keys, unscoped (an explicit opt-in for stores without STS).
+    #[schema(value_type = Option<String>, example = "sts")]
+    pub vending: Option<VendingMode>,
+    /// Whether a loadTable without `X-Iceberg-Access-Delegation` gets credentials (default true).
+    pub delegate_by_default: Option<bool>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum S3CredentialsInput {
+    /// An access key pair; the secret is encrypted at rest and never returned.
+    #[serde(rename_all = "kebab-case")]
+    Static { access_key_id: String, secret_access_key: String },
+    /// The server process's AWS default credential chain.
+    DefaultChain,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema, Default)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct StsInput {
+    /// The role assumed for vended credentials (required for vending mode `sts`).
+    pub role_arn: Option<String>,
+    /// STS endpoint for S3-compatible stores (defaults to the S3 endpoint, else AWS's).
+    pub endpoint: Option<String>,
+    pub external_id: Option<String>,
+    /// 900-43200; default 3600.
+    pub session_duration_seconds: Option<u32>,
+}
+
+impl StorageProfileInput {
+    /// The domain profile, with its secret sealed.
+    pub fn seal(self, cipher: &SecretCipher) -> Result<StorageProfile, icegate_catalog::CatalogError> {
+        Ok(match self {
+            Self::File => StorageProfile::File,
+            Self::S3(s3) => {
+                let credentials = match s3.credentials {
+                    S3CredentialsInput::Static { access_key_id, secret_access_key } => {
+                        S3Credentials::Static { access_key_id, secret_access_key: cipher.seal(&secret_access_key)? }
+                    }
+                    S3CredentialsInput::DefaultChain => S3Credentials::DefaultChain,
+                };
+                let sts = s3.sts.unwrap_or_default();
+                let defaults = StsSettings::default();
+                StorageProfile::S3(S3Profile {
+                    region: s3.region,
+                    endpoint: s3.endpoint,
+                    path_style_access: s3.path_style_access,
+                    credentials,
+                    sts: StsSettings {
+                        role_arn: sts.role_arn,
+                        endpoint: sts.endpoint,
+                        external_id: sts.external_id,
+                        session_duration_seconds: sts
+                            .session_duration_seconds
+                            .unwrap_or(defaults.session_duration_seconds),
+                    },
+                    vending: s3.vending.unwrap_or_default(),
+                    delegate_by_default: s3.delegate_by_default.unwrap_or(true),
+                })
+            }
+        })
+    }
+}
+
+/// A stored storage profile without its secrets.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct StorageProfileView {
+    /// `file` or `s3`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub region: Option<String>,
+    pub endpoint: Option<String>,
+    pub path_style_access: Option<bool>,
+    /// `static` or `default-chain`.
+    pub credentials_type: Option<String>,
+    pub access_key_id: Option<String>,
+    pub sts_role_arn: Option<String>,
+    pub sts_endpoint: Option<String>,
+    pub sts_session_duration_seconds: Option<u32>,
+    /// Whether an STS external id is set (the value is not returned).
+    pub sts_external_id_set: Option<bool>,
+    pub vending: Option<String>,
+    /// True for vending mode `static`: clients receive the warehouse's own, unscoped keys.
+    pub vends_unscoped_keys: Option<bool>,
+    pub delegate_by_default: Option<bool>,
+}
+
+impl From<&StorageProfile> for StorageProfileView {
+    fn from(profile: &StorageProfile) -> Self {
+        match profile {
+            StorageProfile::File => Self {
+                kind: "file".into(),
+                region: None,
+                endpoint: None,
+                path_style_access: None,
+                credentials_type: None,
+                access_key_id: None,
+                sts_role_arn: None,
+                sts_endpoint: None,
+                sts_session_duration_seconds: None,
+                sts_external_id_set: None,
+                vending: None,
+                vends_unscoped_keys: None,
+                delegate_by_default: None,
+            },
+            StorageProfile::S3(s3) => Self {
+                kind: "s3".into(),
+                region: Some(s3.region.clone()),
+                endpoint: s3.endpoint.clone(),
+                path_style_access: Some(s3.path_style_access),
+                credentials_type: Some(
+                    match s3.credentials {
+                        S3Credentials::Static { .. } => "static",
+                        S3Credentials::DefaultChain => "default-chain",
+                    }
+                    .into(),
+                ),
+                access_key_id: match &s3.credentials {
+                    S3Credentials::Static { access_key_id, .. } => Some(access_key_id.clone()),
+                    S3Credentials::DefaultChain => None,
+                },
+                sts_role_arn: s3.sts.role_arn.clone(),
+                sts_endpoint: s3.sts.endpoint.clone(),
+                sts_session_duration_seconds: Some(s3.sts.session_duration_seconds),
+                sts_external_id_set: Some(s3.sts.external_id.is_some()),
+                vending: Some(s3.vending.as_str().into()),
+                vends_unscoped_keys: Some(s3.vending == VendingMode::Static),
+                delegate_by_default: Some(s3.delegate_by_default),
+            },
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -60,7 +226,7 @@ pub struct ListWarehousesResponse {
     request_body = CreateWarehouseRequest,
     responses(
         (status = 201, description = "The warehouse was created", body = WarehouseResponse),
-        (status = 400, description = "Invalid name or storage root", body = IcebergErrorResponse),
+        (status = 400, description = "Invalid name, storage root or profile, or the storage check failed", body = IcebergErrorResponse),
         (status = 409, description = "A warehouse of that name exists", body = IcebergErrorResponse),
         (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
     )
@@ -69,8 +235,37 @@ pub async fn create_warehouse(
     State(state): State<AppState>,
     Json(request): Json<CreateWarehouseRequest>,
 ) -> Result<(StatusCode, Json<WarehouseResponse>), ApiError> {
-    let warehouse = state.catalog.create_warehouse(&request.name, &request.storage_root).await?;
+    let profile = request.storage_profile.unwrap_or(StorageProfileInput::File).seal(state.catalog.cipher())?;
+    let warehouse = state.catalog.create_warehouse(&request.name, &request.storage_root, profile).await?;
     Ok((StatusCode::CREATED, Json(warehouse.into())))
+}
+
+/// Replace a warehouse's storage profile
+///
+/// The new profile is checked like on create (a probe object written, read and deleted, and
+/// one STS call for vending mode `sts`) before it replaces the old one. Credentials vended
+/// under the old profile are not handed out again.
+#[utoipa::path(
+    put,
+    path = "/management/v1/warehouses/{name}/storage-profile",
+    tag = "Warehouses",
+    operation_id = "updateStorageProfile",
+    params(("name" = String, Path, description = "Warehouse name")),
+    request_body = StorageProfileInput,
+    responses(
+        (status = 200, description = "The warehouse with its new profile", body = WarehouseResponse),
+        (status = 400, description = "Invalid profile, or the storage check failed", body = IcebergErrorResponse),
+        (status = 404, description = "No such warehouse", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn update_storage_profile(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(profile): Json<StorageProfileInput>,
+) -> Result<Json<WarehouseResponse>, ApiError> {
+    let profile = profile.seal(state.catalog.cipher())?;
+    Ok(Json(state.catalog.update_storage_profile(&name, profile).await?.into()))
 }
 
 /// List warehouses

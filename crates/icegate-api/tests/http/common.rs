@@ -38,6 +38,7 @@ pub fn default_options() -> HttpOptions {
         max_body_bytes: 64 * 1024,
         idempotency_key_lifetime: Duration::from_secs(1800),
         max_header_bytes: 16 * 1024,
+        public_url: None,
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icegate_api::HttpOptions;
+use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
     Warehouse,
@@ -163,7 +164,10 @@ impl CatalogStore for BrokenStore {
     async fn ping(&self) -> Result<()> {
         self.fail().await
     }
-    async fn create_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
+    async fn create_warehouse(&self, _: &WarehouseName, _: &StorageRoot, _: &StorageProfile) -> Result<Warehouse> {
+        self.fail().await
+    }
+    async fn update_storage_profile(&self, _: &WarehouseName, _: &StorageProfile) -> Result<Warehouse> {
         self.fail().await
     }
     async fn ensure_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
