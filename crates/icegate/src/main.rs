@@ -151,6 +151,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let default_warehouse = config.catalog.default_warehouse.as_deref().map(WarehouseName::parse).transpose()?;
     if let (Some(name), true) = (&default_warehouse, config.catalog.create_default_warehouse) {
         let root = StorageRoot::parse(&config.default_warehouse_root())?;
+        if root.scheme() != "file" {
+            anyhow::bail!(
+                "catalog.default_warehouse_root must be a file:// root; create object-storage warehouses \
+                 with their storage profile through POST /management/v1/warehouses"
+            );
+        }
         if let Some(dir) = root.local_path() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating warehouse directory {dir}"))?;
         }
