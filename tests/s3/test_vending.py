@@ -9,6 +9,7 @@ import json
 import urllib.request
 
 import botocore.exceptions
+import duckdb
 import pyarrow as pa
 import pytest
 import requests
@@ -332,3 +333,27 @@ def test_remote_signing_signs_only_inside_the_table(tables, moto):
     assert sign("GET", inside, as_token=reader)[0] == 200
     status, body = sign("PUT", f"{moto.endpoint}/{BUCKET}/{key_of(location)}/data/x.parquet", as_token=reader)
     assert status == 403, body
+
+
+def test_duckdb_reads_an_s3_table_with_vended_credentials(tables, moto):
+    """DuckDB's iceberg extension, authenticated with client credentials, reads through the
+    credentials icegate vends (it has no S3 secret of its own)."""
+    from clients.test_duckdb import duckdb_with_iceberg
+
+    server, token, prefix = tables
+    reader = principal_with(server, token, "duck", "read", "b")
+    del reader
+    status, created = call(server, token, "POST", "/management/v1/principals", {"name": "duck-py"})
+    assert status == 201, created
+    call(server, token, "PUT", "/management/v1/roles/duck-role/principals/duck-py")
+    con = duckdb_with_iceberg()
+    con.execute(
+        f"""CREATE SECRET ice (TYPE iceberg, CLIENT_ID '{created["client-id"]}',
+            CLIENT_SECRET '{created["client-secret"]}', OAUTH2_SERVER_URI '{server.uri}/v1/oauth/tokens')"""
+    )
+    con.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{server.uri}', SECRET ice)")
+    rows = con.execute("SELECT id, name FROM lake.db.b ORDER BY id").fetchall()
+    assert rows == [(1, "a"), (2, "b"), (3, "c")]
+    # Its grant covers b only: a is not even visible to it.
+    with pytest.raises(duckdb.Error):
+        con.execute("SELECT count(*) FROM lake.db.a").fetchall()

@@ -112,6 +112,16 @@ impl TableResult {
     }
 }
 
+/// A storage failure before the swap: say that nothing changed, so the client may retry.
+fn not_committed(err: CatalogError) -> CatalogError {
+    match err {
+        CatalogError::Unavailable(message) => {
+            CatalogError::Unavailable(format!("{message}; nothing was committed, the request can be retried"))
+        }
+        other => other,
+    }
+}
+
 /// The extra locations recorded for stored metadata (no validation: it was validated on write).
 fn extra_locations_of(base: &str, metadata: &TableMetadata) -> Vec<String> {
     let props = [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH].into_iter().filter_map(|k| metadata.properties().get(k));
@@ -288,7 +298,12 @@ impl Catalog {
     ) -> Result<TableResult> {
         let (location, extra_locations) = table_locations(warehouse, metadata)?;
         let metadata_location = metadata_file_location(metadata, None);
-        self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await?;
+        if let Err(err) =
+            self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await
+        {
+            self.delete_in_background(warehouse, vec![metadata_location]);
+            return Err(not_committed(err));
+        }
         let created = self
             .store()
             .create_tabular(&NewTabular {
@@ -313,6 +328,16 @@ impl Catalog {
             etag,
             warehouse: warehouse.clone(),
         })
+    }
+
+    /// Removes files that no table references, without making the caller wait for storage.
+    fn delete_in_background(&self, warehouse: &Warehouse, locations: Vec<String>) {
+        let (catalog, warehouse) = (self.clone(), warehouse.clone());
+        tokio::spawn(async move {
+            for location in locations {
+                catalog.delete_quietly(&warehouse, &location).await;
+            }
+        });
     }
 
     async fn delete_quietly(&self, warehouse: &Warehouse, location: &str) {
@@ -538,10 +563,12 @@ impl Catalog {
                 if let Err(err) =
                     self.files().write_new(warehouse, &swap.metadata_location, swap.metadata.clone().into_bytes()).await
                 {
-                    for (_, written) in &writes[..index] {
-                        self.delete_quietly(warehouse, &written.metadata_location).await;
-                    }
-                    return Err(err);
+                    // The failed write itself may still land (a timed-out request the store
+                    // completes later): its file goes too, in the background.
+                    let unused: Vec<String> =
+                        writes[..=index].iter().map(|(_, written)| written.metadata_location.clone()).collect();
+                    self.delete_in_background(warehouse, unused);
+                    return Err(not_committed(err));
                 }
             }
             let swaps: Vec<MetadataSwap> = writes.iter().map(|(_, swap)| (*swap).clone()).collect();
@@ -561,6 +588,11 @@ impl Catalog {
                     tracing::debug!(attempt, table = %writes[index].0, "commit lost a race; re-checking");
                     // A short, growing pause spreads out writers that keep colliding.
                     tokio::time::sleep(Duration::from_millis((attempt as u64 + 1) * (attempt as u64 + 1))).await;
+                }
+                // Refused before anything changed (a location now overlaps another table's).
+                Err(err @ (CatalogError::BadRequest(_) | CatalogError::NotFound { .. })) => {
+                    self.delete_in_background(warehouse, swaps.iter().map(|s| s.metadata_location.clone()).collect());
+                    return Err(err);
                 }
                 // The database failed during the swap: learn from the rows whether it applied.
                 Err(err) => {

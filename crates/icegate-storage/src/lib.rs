@@ -92,8 +92,17 @@ impl ObjectStoreIo {
     }
 }
 
+/// Storage failures are 503s the client may retry: the catalog changed nothing. The cause is
+/// logged in full; the client gets a one-line reason.
 fn io_error(what: &str, location: &str, err: object_store::Error) -> CatalogError {
-    CatalogError::Internal(anyhow::Error::new(err).context(format!("{what} {location}")))
+    tracing::warn!(%location, error = %err, "object storage failed {what}");
+    let reason = match &err {
+        object_store::Error::Generic { source, .. } if source.to_string().contains("timed out") => "timed out",
+        object_store::Error::Generic { .. } => "request failed",
+        object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => "access denied",
+        _ => "request failed",
+    };
+    CatalogError::Unavailable(format!("object storage {reason} {what} {location}"))
 }
 
 #[async_trait]

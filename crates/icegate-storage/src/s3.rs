@@ -55,13 +55,17 @@ impl S3Access {
             .with_region(&profile.region)
             .with_virtual_hosted_style_request(!profile.path_style_access)
             .with_credentials(Arc::new(ObjectStoreCredentials(credentials.clone())))
+            // A stalled store fails a request after 8 s; retries stop 10 s after the first try.
+            // Together they stay well below the default request timeout (30 s), so a commit
+            // against a hanging store ends in a definite "nothing was committed" rather than
+            // an ambiguous timeout.
             .with_retry(RetryConfig {
                 max_retries: 3,
                 retry_timeout: Duration::from_secs(10),
                 ..RetryConfig::default()
             })
             .with_client_options(
-                ClientOptions::new().with_timeout(Duration::from_secs(30)).with_connect_timeout(Duration::from_secs(5)),
+                ClientOptions::new().with_timeout(Duration::from_secs(8)).with_connect_timeout(Duration::from_secs(3)),
             );
         if let Some(endpoint) = &profile.endpoint {
             builder = builder.with_endpoint(endpoint).with_allow_http(endpoint.starts_with("http://"));

@@ -192,9 +192,17 @@ impl ObjectStoreIo {
         self.vending.metrics.sts_latency.observe(started.elapsed().as_secs_f64());
         let output = result.map_err(|e| {
             self.vending.metrics.sts_failures.inc();
-            let detail = aws_sdk_sts::error::DisplayErrorContext(&e).to_string();
-            tracing::warn!(role = role_arn, error = %detail, "STS AssumeRole failed");
-            CatalogError::Unavailable(format!("the storage token service refused or failed: {detail}"))
+            tracing::warn!(role = role_arn, error = %aws_sdk_sts::error::DisplayErrorContext(&e), "STS AssumeRole failed");
+            // One line for the client: the service's error code and message, or the HTTP status.
+            use aws_sdk_sts::error::ProvideErrorMetadata;
+            let status = e.raw_response().map(|r| r.status().as_u16());
+            let reason = match (e.code(), e.message(), status) {
+                (Some(code), Some(message), _) => format!("{code}: {message}"),
+                (Some(code), None, _) => code.to_owned(),
+                (None, _, Some(status)) => format!("HTTP {status}"),
+                (None, _, None) => "no response (timeout or connection failure)".to_owned(),
+            };
+            CatalogError::Unavailable(format!("STS AssumeRole on {role_arn} failed: {reason}"))
         })?;
         let credentials = output
             .credentials()
@@ -252,7 +260,9 @@ impl CredentialVendor for ObjectStoreIo {
                 access: AccessLevel::Read,
                 locations: TableLocations::new([warehouse.storage_root.as_str().to_owned()]),
             };
-            self.assume_role(&access, &key).await.map_err(|e| failed("STS AssumeRole", &e))?;
+            self.assume_role(&access, &key)
+                .await
+                .map_err(|e| CatalogError::bad_request(format!("storage profile check failed: {e}")))?;
         }
         if profile.vending == VendingMode::Static {
             tracing::warn!(
