@@ -357,3 +357,51 @@ def test_duckdb_reads_an_s3_table_with_vended_credentials(tables, moto):
     # Its grant covers b only: a is not even visible to it.
     with pytest.raises(duckdb.Error):
         con.execute("SELECT count(*) FROM lake.db.a").fetchall()
+
+
+def test_profile_rules_updates_and_config(tables, moto, tmp_path):
+    server, token, prefix = tables
+    status, config = call(server, token, "GET", "/v1/config?warehouse=lake")
+    assert status == 200
+    for endpoint in (
+        "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
+        "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/sign",
+    ):
+        assert endpoint in config["endpoints"], config["endpoints"]
+    create = "/management/v1/warehouses"
+    bad = [
+        {"name": "x1", "storage-root": f"s3://{BUCKET}/x1"},  # an s3 root needs an s3 profile
+        {"name": "x2", "storage-root": "file:///tmp/x2", "storage-profile": s3_profile(moto)},
+        {"name": "x3", "storage-root": f"s3://{BUCKET}/x3", "storage-profile": {**s3_profile(moto), "sts": {}}},
+        {
+            "name": "x4",
+            "storage-root": f"s3://{BUCKET}/x4",
+            "storage-profile": {**s3_profile(moto), "sts": {"role-arn": "arn:aws:iam::1:role/r", "session-duration-seconds": 60}},
+        },
+        {"name": "x5", "storage-root": f"s3://{BUCKET}/x5", "storage-profile": {**s3_profile(moto), "region": "US East"}},
+        {"name": "x6", "storage-root": "s3://Bad_Bucket/x6", "storage-profile": s3_profile(moto)},
+    ]
+    for body in bad:
+        status, answer = call(server, token, "POST", create, body)
+        assert status == 400 and answer["error"]["type"] == "BadRequestException", (body["name"], answer)
+    status, answer = call(server, token, "PUT", "/management/v1/warehouses/missing/storage-profile", s3_profile(moto))
+    assert status == 404, answer
+
+    # A profile update bumps the version and nothing vended under the old profile is reused.
+    before = load(server, token, "b", prefix)["config"]["s3.access-key-id"]
+    status, updated = call(server, token, "PUT", "/management/v1/warehouses/lake/storage-profile", s3_profile(moto))
+    assert status == 200 and updated["profile-version"] >= 2, updated
+    after = load(server, token, "b", prefix)["config"]["s3.access-key-id"]
+    assert after != before
+
+    # Without secrets.encryption_key a server refuses to store static keys.
+    from conftest import Server
+
+    plain = Server(tmp_path, [], {}).start()
+    try:
+        status, answer = call(
+            plain, "unused", "POST", create, {"name": "s", "storage-root": f"s3://{BUCKET}/s", "storage-profile": s3_profile(moto)}
+        )
+        assert status == 400 and "secrets.encryption_key" in answer["error"]["message"], answer
+    finally:
+        plain.stop()
