@@ -15,6 +15,7 @@ from pathlib import Path
 
 import boto3
 import botocore.config
+import botocore.exceptions
 import pytest
 
 from conftest import Server, free_port
@@ -51,9 +52,8 @@ class Moto:
         self.clock_file.write_text(str(seconds))
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("moto")
+def start_moto(workdir: Path) -> tuple[subprocess.Popen, Moto]:
+    """moto_server with enforcement, on a free loopback port, set up by moto_setup."""
     port = free_port()
     env = {
         **os.environ,
@@ -77,10 +77,17 @@ def moto(tmp_path_factory):
             break
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"moto_server did not start:\n{(workdir / 'moto.log').read_text()}")
+                process.kill()
+                raise RuntimeError(f"moto_server did not start:\n{(workdir / 'moto.log').read_text()}")
             time.sleep(0.2)
+    moto_setup(server)
+    return process, server
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory):
+    process, server = start_moto(tmp_path_factory.mktemp("moto"))
     try:
-        moto_setup(server)
         yield server
     finally:
         process.terminate()
@@ -133,8 +140,12 @@ def moto_setup(server: Moto) -> None:
     server.client("s3", *anonymous).create_bucket(Bucket=BUCKET)
     server.icegate_keys = (key["AccessKeyId"], key["SecretAccessKey"])
     # Enforcement is on from here: unknown keys are refused, icegate's keys work.
-    with pytest.raises(Exception, match="InvalidAccessKeyId|AccessDenied|Forbidden|403"):
+    try:
         server.client("s3", *anonymous).list_objects_v2(Bucket=BUCKET)
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] in ("InvalidAccessKeyId", "AccessDenied", "403"), e.response
+    else:
+        raise AssertionError("moto_server accepted an unknown access key: enforcement is off")
     server.client("s3", *server.icegate_keys).list_objects_v2(Bucket=BUCKET)
 
 
@@ -199,3 +210,16 @@ def catalog(tmp_path_factory, moto):
         yield server, token
     finally:
         server.stop()
+
+
+if __name__ == "__main__":
+    # For benchmarks (scripts/bench-s3.sh): start moto_server, set it up, print what icegate needs
+    # as one JSON line (endpoint and icegate's keys), and serve until terminated.
+    import signal
+    import tempfile
+
+    workdir = Path(tempfile.mkdtemp(prefix="icegate-moto-"))
+    process, server = start_moto(workdir)
+    print(json.dumps({"endpoint": server.endpoint, "profile": s3_profile(server)}), flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (process.terminate(), sys.exit(0)))
+    process.wait()

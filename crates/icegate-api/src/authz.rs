@@ -39,9 +39,15 @@ impl Security {
             && let Some(oidc) = &self.oidc
             && let Some(token) =
                 authorization.and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-            && let Some(result) = oidc.verify(token.trim()).await
         {
-            return result;
+            let before = oidc.provisioned();
+            if let Some(result) = oidc.verify(token.trim()).await {
+                // A token seen for the first time syncs its roles claim onto memberships.
+                if oidc.provisioned() != before {
+                    self.authorizer.invalidate();
+                }
+                return result;
+            }
         }
         self.authenticator.authenticate(authorization)
     }
@@ -172,10 +178,24 @@ fn body_namespace(value: &Value) -> Result<NamespaceIdent, CatalogError> {
 
 /// Middleware over every route.
 pub async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    match check(&state, request).await {
+    // Any change to principals, roles, memberships or grants (every mutating management route
+    // but warehouses'), and any change of which object a name means (drops and renames: grants
+    // follow objects, decisions are cached by name), drops cached authorization decisions.
+    let path = request.uri().path();
+    let method = request.method();
+    let changes_access = (method != Method::GET
+        && method != Method::HEAD
+        && path.starts_with("/management/v1/")
+        && !path.starts_with("/management/v1/warehouses"))
+        || (path.starts_with("/v1/") && (method == Method::DELETE || path.ends_with("/rename")));
+    let response = match check(&state, request).await {
         Ok(request) => next.run(request).await,
-        Err(err) => ApiError::from(err).into_response(),
+        Err(err) => return ApiError::from(err).into_response(),
+    };
+    if changes_access {
+        state.security.authorizer.invalidate();
     }
+    response
 }
 
 async fn check(state: &AppState, request: Request) -> Result<Request, CatalogError> {

@@ -60,6 +60,8 @@ pub struct OidcVerifier {
     leeway: Duration,
     /// token -> (caller, when the token expires)
     verified: Mutex<HashMap<String, (Caller, Instant)>>,
+    /// Counts provisionings (which may change role memberships from the roles claim).
+    provisioned: std::sync::atomic::AtomicU64,
 }
 
 fn refuse(reason: &str) -> CatalogError {
@@ -68,13 +70,18 @@ fn refuse(reason: &str) -> CatalogError {
 }
 
 impl OidcVerifier {
+    /// How many tokens have provisioned their principal (and synced its roles) so far.
+    pub fn provisioned(&self) -> u64 {
+        self.provisioned.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn new(configs: Vec<OidcIssuerConfig>, access: Arc<dyn AccessStore>, leeway: Duration) -> Self {
         let issuers = configs
             .into_iter()
             .map(|config| Issuer { config, keys: RwLock::new(HashMap::new()), last_fetch: Mutex::new(None) })
             .collect();
         let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("an HTTP client");
-        Self { issuers, http, access, leeway, verified: Mutex::new(HashMap::new()) }
+        Self { issuers, http, access, leeway, verified: Mutex::new(HashMap::new()), provisioned: Default::default() }
     }
 
     /// The issuer a token claims to come from, if it is one of ours (read before verifying, only
@@ -136,6 +143,7 @@ impl OidcVerifier {
         let name = claims.get("preferred_username").and_then(Value::as_str).unwrap_or(&subject).to_owned();
         let principal =
             self.access.provision_external_principal(&issuer.config.issuer, &subject, &name, &roles).await?;
+        self.provisioned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let caller = Caller::Principal { id: principal.id, name: principal.name };
         let expires_in = claims.get("exp").and_then(Value::as_u64).map_or(0, |exp| {
             exp.saturating_sub(

@@ -101,7 +101,7 @@ impl SecurableType {
 }
 
 /// What a request acts on, resolved to the warehouse id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     Server,
     Warehouse { warehouse_id: String },
@@ -323,14 +323,65 @@ impl Visibility {
     }
 }
 
-/// Authorization decisions, one store round trip each.
+/// Authorization decisions: one store round trip each, or none when a fresh answer for the same
+/// principal and target is cached.
+///
+/// The cache (off unless [`Authorizer::with_cache_ttl`]) keeps what a principal holds on a target
+/// for at most its TTL. Every change of principals, roles, memberships or grants made through
+/// this process clears it at once ([`Authorizer::invalidate`]); other replicas see such a change
+/// within the TTL, and a grant may outlive its expiry by at most the TTL.
 pub struct Authorizer {
     access: std::sync::Arc<dyn AccessStore>,
+    ttl: std::time::Duration,
+    cache: std::sync::RwLock<std::collections::HashMap<(String, Target), (Holdings, std::time::Instant)>>,
+    /// Bumped by every invalidation: a lookup that started before one does not cache its answer.
+    generation: std::sync::atomic::AtomicU64,
 }
+
+/// Entries beyond this clear the cache (it refills with what is in use).
+const MAX_CACHED_HOLDINGS: usize = 100_000;
 
 impl Authorizer {
     pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
-        Self { access }
+        Self { access, ttl: std::time::Duration::ZERO, cache: Default::default(), generation: Default::default() }
+    }
+
+    /// Caches holdings for `ttl` (zero: no cache).
+    pub fn with_cache_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Forgets every cached decision (after any change to principals, roles or grants).
+    pub fn invalidate(&self) {
+        let mut cache = self.cache.write().expect("authorization cache");
+        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        cache.clear();
+    }
+
+    async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
+        let key = (principal.to_owned(), target.clone());
+        if !self.ttl.is_zero()
+            && let Some((holdings, at)) = self.cache.read().expect("authorization cache").get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return Ok(holdings.clone());
+        }
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let started = std::time::Instant::now();
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let holdings = self.access.holdings(principal, target, now).await?;
+        if !self.ttl.is_zero() {
+            let mut cache = self.cache.write().expect("authorization cache");
+            if self.generation.load(std::sync::atomic::Ordering::SeqCst) == generation {
+                if cache.len() >= MAX_CACHED_HOLDINGS {
+                    cache.clear();
+                }
+                cache.insert(key, (holdings.clone(), started));
+            }
+        }
+        Ok(holdings)
     }
 
     /// Checks that `caller` holds `wanted` on `target`. Fails like a missing object
@@ -356,9 +407,7 @@ impl Authorizer {
         not_found: impl FnOnce() -> CatalogError,
     ) -> Result<(Visibility, Option<Holdings>), CatalogError> {
         let Caller::Principal { id, .. } = caller else { return Ok((Visibility::All, None)) };
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let holdings = self.access.holdings(id, target, now).await?;
+        let holdings = self.holdings(id, target).await?;
         decide(&holdings, wanted, not_found)?;
         let visibility = if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All };
         Ok((visibility, Some(holdings)))

@@ -71,6 +71,9 @@ pub struct AuthConfig {
     pub bootstrap_client_secret: Option<String>,
     /// External OpenID Connect issuers whose tokens are accepted too (`[[auth.oidc]]` tables).
     pub oidc: Vec<icegate_api::oidc::OidcIssuerConfig>,
+    /// How long an authorization decision (what a principal holds on an object) is reused.
+    #[serde(with = "humantime_serde")]
+    pub authorization_cache_ttl: Duration,
 }
 
 impl Default for AuthConfig {
@@ -86,6 +89,7 @@ impl Default for AuthConfig {
             bootstrap_client_id: None,
             bootstrap_client_secret: None,
             oidc: Vec::new(),
+            authorization_cache_ttl: Duration::from_secs(2),
         }
     }
 }

@@ -139,7 +139,11 @@ async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security>
     let oidc = (!config.auth.oidc.is_empty()).then(|| {
         Arc::new(icegate_api::oidc::OidcVerifier::new(config.auth.oidc.clone(), access.clone(), config.auth.clock_skew))
     });
-    Ok(Security { authenticator: Arc::new(authenticator), authorizer: Arc::new(Authorizer::new(access)), oidc })
+    Ok(Security {
+        authenticator: Arc::new(authenticator),
+        authorizer: Arc::new(Authorizer::new(access).with_cache_ttl(config.auth.authorization_cache_ttl)),
+        oidc,
+    })
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {

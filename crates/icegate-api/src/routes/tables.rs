@@ -380,7 +380,7 @@ pub async fn load_credentials(
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     headers: HeaderMap,
 ) -> Result<Json<LoadCredentialsResponse>, ApiError> {
-    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::Refs).await?;
+    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
     // Asking for credentials is asking for them: the delegation header does not matter here.
     let mut headers = headers;
     headers.insert("x-iceberg-access-delegation", HeaderValue::from_static("vended-credentials"));
@@ -427,7 +427,7 @@ pub async fn sign_request(
         .vendor()
         .ok_or_else(|| ApiError::bad_request("this server does not serve object storage"))?
         .clone();
-    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::Refs).await?;
+    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
     let locations = result.locations()?;
     let storage = StorageRequest {
         prefix: &prefix,

@@ -109,7 +109,9 @@ impl TestApp {
         let authenticator = Authenticator::new(settings, access.clone(), Some(TEST_SIGNING_KEY.into())).await.unwrap();
         let security = Security {
             authenticator: Arc::new(authenticator),
-            authorizer: Arc::new(Authorizer::new(access.clone())),
+            // A long-lived cache: every test then also shows that changes through the API take
+            // effect at once (they invalidate it).
+            authorizer: Arc::new(Authorizer::new(access.clone()).with_cache_ttl(Duration::from_secs(600))),
             oidc: None,
         };
         let security = Security {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Benchmarks loadTable with vended credentials and authentication on (issue: the operation every
+# query engine does first). Starts moto_server (S3 + STS + IAM, enforcement on; see
+# tests/s3/moto_enforcing.py) and a release `icegate serve` with auth required, creates an S3
+# warehouse `lake` with STS vending, and runs icegate-bench against it.
+#
+#   scripts/bench-s3.sh [icegate-bench options...]     e.g. --connections 64 --seconds 10
+#
+# Needs what scripts/test.sh needs (Rust, Python 3.11); the virtualenv is ICEGATE_VENV
+# (default ./.venv-tests), created from tests/requirements.txt when missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${ICEGATE_VENV:-$PWD/.venv-tests}"
+TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
+PORT="${ICEGATE_BENCH_PORT:-8383}"
+ADMIN_ID=bench-admin
+ADMIN_SECRET=bench-secret-0123456789
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q -r tests/requirements.txt
+fi
+cargo build --release -p icegate -p icegate-bench
+
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+PYTHONPATH=tests "$VENV/bin/python" tests/s3/harness.py >"$work/moto.json" 2>"$work/moto.err" &
+pids+=($!)
+for _ in $(seq 1 150); do [ -s "$work/moto.json" ] && break; sleep 0.2; done
+[ -s "$work/moto.json" ] || { cat "$work/moto.err"; echo "moto_server did not start" >&2; exit 1; }
+profile="$("$VENV/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["profile"]))' "$work/moto.json")"
+
+RUST_LOG=warn ICEGATE__AUTH__MODE=required \
+  ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID="$ADMIN_ID" ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET="$ADMIN_SECRET" \
+  ICEGATE__SECRETS__ENCRYPTION_KEY="$("$VENV/bin/python" -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())')" \
+  "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>"$work/icegate.err" &
+icegate_pid=$!
+pids+=($icegate_pid)
+for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && break; sleep 0.1; done
+
+token="$(curl -sf -d grant_type=client_credentials -d client_id="$ADMIN_ID" -d client_secret="$ADMIN_SECRET" \
+  "http://127.0.0.1:$PORT/v1/oauth/tokens" | "$VENV/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')"
+curl -sf -o /dev/null -X POST "http://127.0.0.1:$PORT/management/v1/warehouses" \
+  -H "authorization: Bearer $token" -H 'content-type: application/json' \
+  -d "{\"name\": \"lake\", \"storage-root\": \"s3://lake/bench\", \"storage-profile\": $profile}"
+
+"$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" --warehouse lake \
+  --credential "$ADMIN_ID:$ADMIN_SECRET" \
+  --workloads "${ICEGATE_BENCH_WORKLOADS:-create-tree,http-floor,load-table,load-table-vended}" "$@"
+echo "icegate RSS after the run: $(($(awk '/VmRSS/ {print $2}' "/proc/$icegate_pid/status") / 1024)) MB"
