@@ -182,6 +182,11 @@ pub struct Tree {
     pub tables_per_leaf: usize,
     pub columns: usize,
     pub properties: usize,
+    /// Snapshots added to every table after it is created (commits of add-snapshot and
+    /// set-snapshot-ref `main`, as an append does).
+    pub snapshots: usize,
+    /// Concurrent requests while creating tables and snapshots.
+    pub create_connections: usize,
 }
 
 impl Tree {
@@ -235,14 +240,46 @@ pub async fn create_tree(target: &Target, tree: &Tree) -> anyhow::Result<Report>
     }
     let properties: BTreeMap<String, String> =
         (0..tree.properties).map(|i| (format!("p{i}"), format!("value-{i}"))).collect();
-    for leaf in tree.leaves() {
-        for t in 0..tree.tables_per_leaf {
-            let body = json!({"name": format!("t{t}"), "schema": schema(tree.columns), "properties": properties});
-            let (status, answer) = target.call(Method::POST, &format!("namespaces/{leaf}/tables"), Some(&body)).await?;
+    let creates: Vec<(String, Value)> = tree
+        .leaves()
+        .into_iter()
+        .flat_map(|leaf| (0..tree.tables_per_leaf).map(move |t| (leaf.clone(), format!("t{t}"))))
+        .map(|(leaf, name)| {
+            let body = json!({"name": name, "schema": schema(tree.columns), "properties": properties});
+            (format!("namespaces/{leaf}/tables"), body)
+        })
+        .collect();
+    requests += creates.len();
+    let parallel = tree.create_connections.max(1);
+    let mut results = for_each_bounded(creates, parallel, |(path, body)| {
+        let target = target.clone();
+        async move {
+            let (status, answer) = target.call(Method::POST, &path, Some(&body)).await?;
             if !status.is_success() && status != StatusCode::CONFLICT {
-                bail!("creating a table in {leaf}: {status} {answer}");
+                bail!("creating a table at {path}: {status} {answer}");
             }
-            requests += 1;
+            Ok(())
+        }
+    })
+    .await;
+    if let Some(err) = results.iter_mut().find_map(|r| r.as_ref().err()) {
+        bail!("{err}");
+    }
+    if tree.snapshots > 0 {
+        let tables = tree.tables();
+        requests += tables.len() * tree.snapshots;
+        let results = for_each_bounded(tables, parallel, |table| {
+            let (target, snapshots) = (target.clone(), tree.snapshots);
+            async move {
+                for n in 0..snapshots {
+                    add_snapshot(&target, &table, n).await?;
+                }
+                Ok(())
+            }
+        })
+        .await;
+        if let Some(err) = results.into_iter().find_map(Result::err) {
+            bail!("{err}");
         }
     }
     let seconds = started.elapsed().as_secs_f64();
@@ -257,8 +294,98 @@ pub async fn create_tree(target: &Target, tree: &Tree) -> anyhow::Result<Report>
         p99_ms: 0.0,
         max_ms: 0.0,
         errors: BTreeMap::new(),
-        extra: BTreeMap::from([("tables".into(), json!(tree.tables().len()))]),
+        extra: BTreeMap::from([
+            ("tables".into(), json!(tree.tables().len())),
+            ("snapshots_per_table".into(), json!(tree.snapshots)),
+        ]),
     })
+}
+
+/// Runs `task` over `items`, at most `parallel` at a time; results in no particular order.
+async fn for_each_bounded<T, F, Fut>(items: Vec<T>, parallel: usize, task: F) -> Vec<anyhow::Result<()>>
+where
+    T: Send + 'static,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(parallel));
+    let mut handles = Vec::with_capacity(items.len());
+    for item in items {
+        let permit = semaphore.clone().acquire_owned().await.expect("semaphore open");
+        let future = task(item);
+        handles.push(tokio::spawn(async move {
+            let result = future.await;
+            drop(permit);
+            result
+        }));
+    }
+    let mut results = Vec::with_capacity(handles.len());
+    for handle in handles {
+        results.push(handle.await.unwrap_or_else(|e| Err(anyhow::anyhow!("task failed: {e}"))));
+    }
+    results
+}
+
+/// Commits one snapshot to `table` (its `n`th) and points `main` at it, as an append would.
+async fn add_snapshot(target: &Target, table: &str, n: usize) -> anyhow::Result<()> {
+    let (status, loaded) = target.call(Method::GET, table, None).await?;
+    if !status.is_success() {
+        bail!("loading {table}: {status}");
+    }
+    let metadata = &loaded["metadata"];
+    let parent = metadata["current-snapshot-id"].as_i64().filter(|id| *id >= 0);
+    let id = 1_000_000 + n as i64;
+    let location = metadata["location"].as_str().unwrap_or_default();
+    let mut snapshot = json!({
+        "snapshot-id": id,
+        "sequence-number": metadata["last-sequence-number"].as_i64().unwrap_or(0) + 1,
+        "timestamp-ms": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64,
+        "manifest-list": format!("{location}/metadata/snap-{id}-bench.avro"),
+        "summary": {"operation": "append", "added-data-files": "1", "added-records": "100"},
+        "schema-id": metadata["current-schema-id"].as_i64().unwrap_or(0)
+    });
+    if let Some(parent) = parent {
+        snapshot["parent-snapshot-id"] = json!(parent);
+    }
+    let body = json!({
+        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent}],
+        "updates": [
+            {"action": "add-snapshot", "snapshot": snapshot},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}
+        ]
+    });
+    let (status, answer) = target.call(Method::POST, table, Some(&body)).await?;
+    if !status.is_success() {
+        bail!("adding snapshot {n} to {table}: {status} {answer}");
+    }
+    Ok(())
+}
+
+/// `list-tables`: the first page (page size 100) of listTables in the tree's leaves.
+pub async fn list_tables(target: &Target, tree: &Tree, connections: usize, duration: Duration) -> Report {
+    let leaves = Arc::new(tree.leaves());
+    let target = target.clone();
+    run("list-tables", connections, duration, move |worker, n| {
+        let (target, leaves) = (target.clone(), leaves.clone());
+        async move {
+            let leaf = &leaves[(worker + n) % leaves.len()];
+            status_of(target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageSize=100"), None).await)
+        }
+    })
+    .await
+}
+
+/// The median of repeated runs of one workload (by throughput), with the spread noted.
+pub fn median(mut runs: Vec<Report>) -> Report {
+    runs.sort_by(|a, b| a.requests_per_second.total_cmp(&b.requests_per_second));
+    let (low, high) = (runs[0].requests_per_second, runs[runs.len() - 1].requests_per_second);
+    let count = runs.len();
+    let mut chosen = runs.swap_remove(count / 2);
+    if count > 1 {
+        chosen.extra.insert("runs".into(), json!(count));
+        chosen.extra.insert("req_s_range".into(), json!(format!("{low:.0}-{high:.0}")));
+    }
+    chosen
 }
 
 /// `read`: a uniform mix of list, exists and load over the tree's namespaces and tables.
@@ -292,7 +419,8 @@ pub async fn load_table(target: &Target, tree: &Tree, connections: usize, durati
     run(name, connections, duration, move |worker, n| {
         let (target, tables) = (target.clone(), tables.clone());
         async move {
-            let path = &tables[(worker * 31 + n) % tables.len()];
+            // Spread over every table: with a large catalog each worker visits all of them.
+            let path = &tables[(worker * 7919 + n * 104_729) % tables.len()];
             let mut request = target.http.get(target.url(path));
             if let Some(token) = &target.token {
                 request = request.bearer_auth(token);

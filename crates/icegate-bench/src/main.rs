@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use clap::Parser;
-use icegate_bench::{Target, Tree, commit, commit_hot, create_tree, http_floor, load_table, markdown, read};
+use icegate_bench::{
+    Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown, median, read,
+};
 
 #[derive(Parser)]
 #[command(name = "icegate-bench", about = "Load generator for Iceberg REST catalogs")]
@@ -16,8 +18,8 @@ struct Args {
     /// `client_id:client_secret`, when the catalog requires authentication.
     #[arg(long)]
     credential: Option<String>,
-    /// Workloads to run, in order: create-tree, read, load-table, load-table-vended, commit,
-    /// commit-hot, http-floor.
+    /// Workloads to run, in order: create-tree, read, load-table, load-table-vended, list-tables,
+    /// commit, commit-hot, http-floor.
     #[arg(long, value_delimiter = ',', default_value = "create-tree,http-floor,read,load-table,commit,commit-hot")]
     workloads: Vec<String>,
     #[arg(long, default_value_t = 64)]
@@ -35,6 +37,15 @@ struct Args {
     columns: usize,
     #[arg(long, default_value_t = 10)]
     properties: usize,
+    /// Snapshots committed to every table by create-tree.
+    #[arg(long, default_value_t = 0)]
+    snapshots: usize,
+    /// Concurrent requests while create-tree creates tables and snapshots.
+    #[arg(long, default_value_t = 8)]
+    create_connections: usize,
+    /// Runs of every timed workload; the report shows the median run (by throughput).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
     /// Writers of commit-hot.
     #[arg(long, default_value_t = 16)]
     hot_writers: usize,
@@ -53,19 +64,29 @@ async fn main() -> anyhow::Result<()> {
         tables_per_leaf: args.tables_per_leaf,
         columns: args.columns,
         properties: args.properties,
+        snapshots: args.snapshots,
+        create_connections: args.create_connections,
     };
     let duration = Duration::from_secs_f64(args.seconds);
     let mut reports = Vec::new();
     for workload in &args.workloads {
-        let report = match workload.as_str() {
-            "create-tree" => create_tree(&target, &tree).await?,
-            "read" => read(&target, &tree, args.connections, duration).await,
-            "load-table" => load_table(&target, &tree, args.connections, duration, false).await,
-            "load-table-vended" => load_table(&target, &tree, args.connections, duration, true).await,
-            "commit" => commit(&target, &tree, args.connections.min(tree.tables().len()), duration).await?,
-            "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
-            "http-floor" => http_floor(&target, args.connections, duration).await,
-            other => anyhow::bail!("unknown workload {other}"),
+        let report = if workload == "create-tree" {
+            create_tree(&target, &tree).await?
+        } else {
+            let mut runs = Vec::new();
+            for _ in 0..args.repeat.max(1) {
+                runs.push(match workload.as_str() {
+                    "read" => read(&target, &tree, args.connections, duration).await,
+                    "load-table" => load_table(&target, &tree, args.connections, duration, false).await,
+                    "load-table-vended" => load_table(&target, &tree, args.connections, duration, true).await,
+                    "list-tables" => list_tables(&target, &tree, args.connections, duration).await,
+                    "commit" => commit(&target, &tree, args.connections.min(tree.tables().len()), duration).await?,
+                    "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
+                    "http-floor" => http_floor(&target, args.connections, duration).await,
+                    other => anyhow::bail!("unknown workload {other}"),
+                });
+            }
+            median(runs)
         };
         eprintln!("{}: {:.0} req/s, p99 {:.2} ms", report.workload, report.requests_per_second, report.p99_ms);
         reports.push(report);

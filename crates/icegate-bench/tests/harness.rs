@@ -47,13 +47,25 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
     let target = Target::connect(&uri, "default", None).await.unwrap();
-    let tree = Tree { width: 2, depth: 2, tables_per_leaf: 2, columns: 10, properties: 10 };
+    let tree = Tree {
+        width: 2,
+        depth: 2,
+        tables_per_leaf: 2,
+        columns: 10,
+        properties: 10,
+        snapshots: 3,
+        create_connections: 4,
+    };
     let second = Duration::from_millis(700);
     let mut reports = vec![icegate_bench::create_tree(&target, &tree).await.unwrap()];
-    assert_eq!(reports[0].requests, 2 + 4 + 8, "6 namespaces and 8 tables");
+    assert_eq!(reports[0].requests, 2 + 4 + 8 + 8 * 3, "6 namespaces, 8 tables, 3 snapshots each");
+    let (_, loaded) = target.call(reqwest::Method::GET, &tree.tables()[0], None).await.unwrap();
+    assert_eq!(loaded["metadata"]["snapshots"].as_array().unwrap().len(), 3, "every snapshot was committed");
+    assert_eq!(loaded["metadata"]["current-snapshot-id"], 1_000_002);
     reports.push(icegate_bench::http_floor(&target, 4, second).await);
     reports.push(icegate_bench::read(&target, &tree, 4, second).await);
     reports.push(icegate_bench::load_table(&target, &tree, 4, second, false).await);
+    reports.push(icegate_bench::list_tables(&target, &tree, 4, second).await);
     reports.push(icegate_bench::commit(&target, &tree, 4, second).await.unwrap());
     let hot = icegate_bench::commit_hot(&target, &tree.tables()[0], 4, second).await.unwrap();
     reports.push(hot.clone());

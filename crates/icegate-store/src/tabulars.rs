@@ -73,12 +73,15 @@ async fn check_overlap(
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
     let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 4)).collect();
-    let matches =
-        format!("(location IN ({}) OR (location > $3 || '/' AND location < $3 || '0'))", placeholders.join(", "));
+    // One branch per index lookup: an OR of the two made the planner scan every row of the
+    // warehouse, so creates slowed down linearly with the catalog's size.
+    let exact = format!("location IN ({})", placeholders.join(", "));
+    let below = "location > $3 || '/' AND location < $3 || '0'";
     let sql = format!(
-        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {matches} \
-         UNION ALL \
-         SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {matches} \
+        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {exact} \
+         UNION ALL SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {below} \
+         UNION ALL SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {exact} \
+         UNION ALL SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {below} \
          LIMIT 1"
     );
     let mut query = sqlx::query(AssertSqlSafe(sql)).bind(warehouse_id).bind(exclude_id.unwrap_or("")).bind(location);
