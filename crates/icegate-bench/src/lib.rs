@@ -369,7 +369,9 @@ pub async fn list_tables(target: &Target, tree: &Tree, connections: usize, durat
         let (target, leaves) = (target.clone(), leaves.clone());
         async move {
             let leaf = &leaves[(worker + n) % leaves.len()];
-            status_of(target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageSize=100"), None).await)
+            status_of(
+                target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageToken=&pageSize=100"), None).await,
+            )
         }
     })
     .await

@@ -34,10 +34,15 @@ pub fn page_request(page_token: Option<&str>, page_size: Option<i64>) -> Result<
     {
         return Err(CatalogError::bad_request(format!("pageSize must be a positive integer, got {size}")));
     }
-    let Some(token) = page_token else {
+    // Without a token or a size the client does not paginate (older clients): everything. A
+    // size alone is an upper bound the client expects to be honoured: the first page.
+    if page_token.is_none() && page_size.is_none() {
         return Ok(PageRequest { after: None, limit: None });
+    }
+    let after = match page_token {
+        Some(token) if !token.is_empty() => Some(decode_token(token)?),
+        _ => None,
     };
-    let after = if token.is_empty() { None } else { Some(decode_token(token)?) };
     let limit = page_size.map_or(MAX_PAGE_SIZE, |s| s.min(i64::from(MAX_PAGE_SIZE)) as u32);
     Ok(PageRequest { after, limit: Some(limit) })
 }

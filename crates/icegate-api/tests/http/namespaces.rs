@@ -157,10 +157,14 @@ async fn pagination_walks_every_namespace_once(app: TestApp) {
     for i in 0..7 {
         app.create_namespace(&[&format!("ns{i}")]).await;
     }
-    // Without pageToken: everything at once, even with a pageSize.
-    let (_, all) = app.get("/v1/{prefix}/namespaces?pageSize=2").await;
+    // Without pageToken or pageSize: everything at once (clients that do not paginate).
+    let (_, all) = app.get("/v1/{prefix}/namespaces").await;
     assert_eq!(all["namespaces"].as_array().unwrap().len(), 7);
     assert_eq!(all["next-page-token"], Value::Null);
+    // A pageSize alone is an upper bound too (the spec's wording): the first page.
+    let (_, first) = app.get("/v1/{prefix}/namespaces?pageSize=2").await;
+    assert_eq!(first["namespaces"].as_array().unwrap().len(), 2);
+    assert!(first["next-page-token"].is_string());
     let mut seen = Vec::new();
     let mut token = String::new();
     let mut pages = 0;
