@@ -31,6 +31,9 @@ pub struct Catalog {
     cipher: SecretCipher,
     vendor: Option<Arc<dyn CredentialVendor>>,
     warehouses: Arc<std::sync::RwLock<std::collections::HashMap<String, (Warehouse, std::time::Instant)>>>,
+    /// Table locations by metadata file: a metadata file never changes, so entries never go
+    /// stale (the map is only bounded).
+    locations: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::storage::TableLocations>>>,
 }
 
 impl Catalog {
@@ -43,6 +46,7 @@ impl Catalog {
             cipher: SecretCipher::unconfigured(),
             vendor: None,
             warehouses: Arc::default(),
+            locations: Arc::default(),
         }
     }
 
@@ -52,6 +56,21 @@ impl Catalog {
         self.cipher = cipher;
         self.vendor = Some(vendor);
         self
+    }
+
+    /// The locations of a loaded table, parsed from its metadata once per metadata file.
+    pub fn table_locations(&self, result: &crate::tables::TableResult) -> Result<crate::storage::TableLocations> {
+        let Some(file) = &result.metadata_location else { return result.locations() };
+        if let Some(found) = self.locations.read().expect("locations cache").get(file) {
+            return Ok(found.clone());
+        }
+        let locations = result.locations()?;
+        let mut cache = self.locations.write().expect("locations cache");
+        if cache.len() >= 100_000 {
+            cache.clear();
+        }
+        cache.insert(file.clone(), locations.clone());
+        Ok(locations)
     }
 
     pub fn cipher(&self) -> &SecretCipher {

@@ -69,7 +69,7 @@ pub(crate) async fn storage_access(
     if result.warehouse.storage_profile.s3().is_none() {
         return Ok(TableStorageAccess::default());
     }
-    let locations = result.locations()?;
+    let locations = state.catalog.table_locations(&result)?;
     let delegation =
         Delegation::parse(request.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
     let table_path = request.table_path();
@@ -428,7 +428,7 @@ pub async fn sign_request(
         .ok_or_else(|| ApiError::bad_request("this server does not serve object storage"))?
         .clone();
     let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
-    let locations = result.locations()?;
+    let locations = state.catalog.table_locations(&result)?;
     let storage = StorageRequest {
         prefix: &prefix,
         namespace: &namespace,
