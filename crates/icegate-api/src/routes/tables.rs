@@ -69,7 +69,7 @@ pub(crate) async fn storage_access(
     if result.warehouse.storage_profile.s3().is_none() {
         return Ok(TableStorageAccess::default());
     }
-    let locations = state.catalog.table_locations(&result)?;
+    let locations = state.catalog.table_locations(result)?;
     let delegation =
         Delegation::parse(request.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
     let table_path = request.table_path();
