@@ -60,9 +60,9 @@ mod tests {
     }
 
     #[test]
-    fn no_token_means_everything_in_one_page() {
-        let req = page_request(None, Some(5)).unwrap();
-        assert_eq!(req, PageRequest { after: None, limit: None });
+    fn neither_token_nor_size_means_everything_and_a_size_alone_bounds_the_first_page() {
+        assert_eq!(page_request(None, None).unwrap(), PageRequest { after: None, limit: None });
+        assert_eq!(page_request(None, Some(5)).unwrap(), PageRequest { after: None, limit: Some(5) });
     }
 
     #[test]
