@@ -105,6 +105,20 @@ fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Respo
     Ok(response)
 }
 
+/// A table response carrying the storage configuration (and credentials) for `access`.
+async fn table_response(
+    state: &AppState,
+    result: TableResult,
+    table: (&str, &str, &str),
+    access: AccessLevel,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let (prefix, namespace, name) = table;
+    let request = StorageRequest { prefix, namespace, table: name, access, headers };
+    let storage = storage_access(state, &result, &request).await?;
+    load_result(result, storage)
+}
+
 fn identifier(table: TableIdent) -> TableIdentifier {
     TableIdentifier { namespace: Namespace(table.namespace.levels().to_vec()), name: table.name }
 }
@@ -179,15 +193,7 @@ pub async fn create_table(
     };
     let result = state.catalog.create_table(&prefix, &namespace, request).await?;
     // The creator writes the new table: read-write for exactly this table.
-    let storage = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &name,
-        access: AccessLevel::ReadWrite,
-        headers: &headers,
-    };
-    let storage = storage_access(&state, &result, &storage).await?;
-    load_result(result, storage)
+    table_response(&state, result, (&prefix, &namespace, &name), AccessLevel::ReadWrite, &headers).await
 }
 
 /// Load a table from the catalog
@@ -233,15 +239,8 @@ pub async fn load_table(
         }
         return Ok(response);
     }
-    let storage = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &table,
-        access: storage_access_level(caller.as_ref(), access.as_ref()),
-        headers: &headers,
-    };
-    let storage = storage_access(&state, &result, &storage).await?;
-    load_result(result, storage)
+    let level = storage_access_level(caller.as_ref(), access.as_ref());
+    table_response(&state, result, (&prefix, &namespace, &table), level, &headers).await
 }
 
 /// Check if a table exists
@@ -347,15 +346,7 @@ pub async fn register_table(
         .catalog
         .register_table(&prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
         .await?;
-    let storage = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &request.name,
-        access: AccessLevel::ReadWrite,
-        headers: &headers,
-    };
-    let storage = storage_access(&state, &result, &storage).await?;
-    load_result(result, storage)
+    table_response(&state, result, (&prefix, &namespace, &request.name), AccessLevel::ReadWrite, &headers).await
 }
 
 /// Load vended credentials for a table from the catalog
