@@ -296,8 +296,8 @@ pub struct TableStorageAccess {
     pub credentials: Vec<(String, BTreeMap<String, String>)>,
 }
 
-/// The table a storage request is about: where its files are, who may do what, and its
-/// catalog routes (for refresh and signing endpoints).
+/// The table a loadTable-like request is about: where its files are, who may do what, what the
+/// client asked for, and its catalog routes (for refresh and signing endpoints).
 #[derive(Debug, Clone)]
 pub struct TableAccessRequest<'a> {
     pub warehouse: &'a Warehouse,
@@ -335,8 +335,15 @@ pub trait CredentialVendor: Send + Sync + 'static {
     /// Client configuration and, as the warehouse's mode and the request say, credentials for
     /// exactly this table.
     async fn table_access(&self, request: &TableAccessRequest<'_>) -> Result<TableStorageAccess>;
-    /// Signs one request for this table if it stays inside the table and its access level.
-    async fn sign(&self, request: &TableAccessRequest<'_>, sign: SignRequest) -> Result<SignResult>;
+    /// Signs one request for a table of `warehouse` if it stays inside `locations` and within
+    /// the `access` level.
+    async fn sign(
+        &self,
+        warehouse: &Warehouse,
+        locations: &TableLocations,
+        access: AccessLevel,
+        sign: SignRequest,
+    ) -> Result<SignResult>;
 }
 
 /// Validates a profile against its storage root and seals nothing (the caller seals secrets).

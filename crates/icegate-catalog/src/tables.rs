@@ -122,7 +122,7 @@ fn not_committed(err: CatalogError) -> CatalogError {
     }
 }
 
-/// The extra locations recorded for stored metadata (no validation: it was validated on write).
+/// The locations outside `base` that the metadata's write paths add (no validation).
 fn extra_locations_of(base: &str, metadata: &TableMetadata) -> Vec<String> {
     let props = [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH].into_iter().filter_map(|k| metadata.properties().get(k));
     let all = TableLocations::new(std::iter::once(base.to_owned()).chain(props.cloned()));
@@ -135,15 +135,14 @@ fn extra_locations_of(base: &str, metadata: &TableMetadata) -> Vec<String> {
 fn table_locations(warehouse: &Warehouse, metadata: &TableMetadata) -> Result<(String, Vec<String>)> {
     let root = warehouse.storage_root.as_str();
     let base = location_inside(root, metadata.location())?;
-    let mut all = vec![base.clone()];
     for key in [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH] {
         if let Some(path) = metadata.properties().get(key) {
-            all.push(location_inside(root, path).map_err(|_| {
+            location_inside(root, path).map_err(|_| {
                 CatalogError::bad_request(format!("{key} {path} must lie inside the warehouse's storage root {root}"))
-            })?);
+            })?;
         }
     }
-    let extra = TableLocations::new(all).as_slice().iter().filter(|l| **l != base).cloned().collect();
+    let extra = extra_locations_of(&base, metadata);
     Ok((base, extra))
 }
 

@@ -276,13 +276,15 @@ impl CredentialVendor for ObjectStoreIo {
     async fn table_access(&self, request: &TableAccessRequest<'_>) -> Result<TableStorageAccess> {
         let warehouse = request.warehouse;
         let Some(profile) = warehouse.storage_profile.s3() else { return Ok(TableStorageAccess::default()) };
-        let mut config = BTreeMap::new();
-        config.insert("client.region".to_owned(), profile.region.clone());
-        config.insert("s3.region".to_owned(), profile.region.clone());
+        // Where the store is: for the table's config and for every storage credential.
+        let mut client = BTreeMap::new();
+        client.insert("client.region".to_owned(), profile.region.clone());
+        client.insert("s3.region".to_owned(), profile.region.clone());
         if let Some(endpoint) = &profile.endpoint {
-            config.insert("s3.endpoint".to_owned(), endpoint.clone());
+            client.insert("s3.endpoint".to_owned(), endpoint.clone());
         }
-        config.insert("s3.path-style-access".to_owned(), profile.path_style_access.to_string());
+        client.insert("s3.path-style-access".to_owned(), profile.path_style_access.to_string());
+        let mut config = client.clone();
         let delegation = request.delegation;
         let table_url = format!("{}/{}", request.base_url.trim_end_matches('/'), request.table_path);
         let wants_credentials =
@@ -337,13 +339,7 @@ impl CredentialVendor for ObjectStoreIo {
                 vended.insert("client.refresh-credentials-endpoint".to_owned(), format!("{table_url}/credentials"));
                 vended.insert("client.refresh-credentials-enabled".to_owned(), "true".to_owned());
                 config.extend(vended.clone());
-                for (k, v) in [("client.region", &profile.region), ("s3.region", &profile.region)] {
-                    vended.insert(k.to_owned(), v.clone());
-                }
-                if let Some(endpoint) = &profile.endpoint {
-                    vended.insert("s3.endpoint".to_owned(), endpoint.clone());
-                }
-                vended.insert("s3.path-style-access".to_owned(), profile.path_style_access.to_string());
+                vended.extend(client);
                 for location in request.locations.as_slice() {
                     credentials.push((location.clone(), vended.clone()));
                 }
@@ -368,9 +364,15 @@ impl CredentialVendor for ObjectStoreIo {
         Ok(TableStorageAccess { config, credentials })
     }
 
-    async fn sign(&self, request: &TableAccessRequest<'_>, sign: SignRequest) -> Result<SignResult> {
+    async fn sign(
+        &self,
+        warehouse: &Warehouse,
+        locations: &TableLocations,
+        access: AccessLevel,
+        sign: SignRequest,
+    ) -> Result<SignResult> {
         let count = |outcome| self.vending.metrics.signs.get_or_create(&SignLabels { outcome }).inc();
-        let Some(profile) = request.warehouse.storage_profile.s3() else {
+        let Some(profile) = warehouse.storage_profile.s3() else {
             count("refused");
             return Err(CatalogError::bad_request("this warehouse is not on S3: there is nothing to sign"));
         };
@@ -381,9 +383,9 @@ impl CredentialVendor for ObjectStoreIo {
                 profile.vending.as_str()
             )));
         }
-        let access = self.s3_access(request.warehouse).await?;
-        let credentials = access.current_credentials().await?;
-        match crate::sign::check_and_sign(&access, request.locations, request.access, &sign, &credentials) {
+        let s3 = self.s3_access(warehouse).await?;
+        let credentials = s3.current_credentials().await?;
+        match crate::sign::check_and_sign(&s3, locations, access, &sign, &credentials) {
             Ok((result, operation)) => {
                 count("signed");
                 tracing::debug!(operation = operation.name, "signed a storage request");

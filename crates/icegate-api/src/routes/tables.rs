@@ -1,5 +1,7 @@
 //! Table operations of the Iceberg REST catalog.
 
+use std::collections::BTreeMap;
+
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -41,6 +43,8 @@ pub(crate) struct StorageRequest<'a> {
     pub namespace: &'a str,
     pub table: &'a str,
     pub access: AccessLevel,
+    /// What the client asked for (`X-Iceberg-Access-Delegation`).
+    pub delegation: Delegation,
     pub headers: &'a HeaderMap,
 }
 
@@ -70,33 +74,31 @@ pub(crate) async fn storage_access(
         return Ok(TableStorageAccess::default());
     }
     let locations = state.catalog.table_locations(result)?;
-    let delegation =
-        Delegation::parse(request.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
     let table_path = request.table_path();
     let base_url = base_url(state, request.headers);
     let access = TableAccessRequest {
         warehouse: &result.warehouse,
         locations: &locations,
         access: request.access,
-        delegation,
+        delegation: request.delegation,
         table_path: &table_path,
         base_url: &base_url,
     };
     Ok(vendor.table_access(&access).await?)
 }
 
-fn credentials_list(access: TableStorageAccess) -> Vec<StorageCredential> {
-    access.credentials.into_iter().map(|(prefix, config)| StorageCredential { prefix, config }).collect()
+fn credentials_list(credentials: Vec<(String, BTreeMap<String, String>)>) -> Vec<StorageCredential> {
+    credentials.into_iter().map(|(prefix, config)| StorageCredential { prefix, config }).collect()
 }
 
 fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Response, ApiError> {
     let etag = HeaderValue::from_str(&result.etag).ok();
-    let config = storage.config.clone();
+    let TableStorageAccess { config, credentials } = storage;
     let body = LoadTableResult {
         metadata_location: result.metadata_location,
         metadata: raw(result.metadata_json)?,
         config,
-        storage_credentials: credentials_list(storage),
+        storage_credentials: credentials_list(credentials),
     };
     let mut response = Json(body).into_response();
     if let Some(etag) = etag {
@@ -114,7 +116,8 @@ async fn table_response(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let (prefix, namespace, name) = table;
-    let request = StorageRequest { prefix, namespace, table: name, access, headers };
+    let delegation = Delegation::parse(headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
+    let request = StorageRequest { prefix, namespace, table: name, access, delegation, headers };
     let storage = storage_access(state, &result, &request).await?;
     load_result(result, storage)
 }
@@ -372,18 +375,17 @@ pub async fn load_credentials(
     headers: HeaderMap,
 ) -> Result<Json<LoadCredentialsResponse>, ApiError> {
     let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
-    // Asking for credentials is asking for them: the delegation header does not matter here.
-    let mut headers = headers;
-    headers.insert("x-iceberg-access-delegation", HeaderValue::from_static("vended-credentials"));
     let storage = StorageRequest {
         prefix: &prefix,
         namespace: &namespace,
         table: &table,
         access: storage_access_level(caller.as_ref(), access.as_ref()),
+        // Asking for credentials is asking for them, whatever the delegation header says.
+        delegation: Delegation { vended_credentials: true, ..Delegation::default() },
         headers: &headers,
     };
     let storage = storage_access(&state, &result, &storage).await?;
-    Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(storage) }))
+    Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(storage.credentials) }))
 }
 
 /// Remotely signs requests to object storage
@@ -407,7 +409,6 @@ pub async fn sign_request(
     caller: Option<axum::Extension<Caller>>,
     access: Option<axum::Extension<StorageAccess>>,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
-    headers: HeaderMap,
     Json(request): Json<RemoteSignRequest>,
 ) -> Result<Json<RemoteSignResult>, ApiError> {
     if request.provider.as_deref().is_some_and(|p| p != "s3") {
@@ -420,26 +421,12 @@ pub async fn sign_request(
         .clone();
     let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
     let locations = state.catalog.table_locations(&result)?;
-    let storage = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &table,
-        access: storage_access_level(caller.as_ref(), access.as_ref()),
-        headers: &headers,
-    };
-    let table_path = storage.table_path();
-    let base_url = base_url(&state, &headers);
-    let access_request = TableAccessRequest {
-        warehouse: &result.warehouse,
-        locations: &locations,
-        access: storage.access,
-        delegation: Delegation::default(),
-        table_path: &table_path,
-        base_url: &base_url,
-    };
+    let level = storage_access_level(caller.as_ref(), access.as_ref());
     let signed = vendor
         .sign(
-            &access_request,
+            &result.warehouse,
+            &locations,
+            level,
             SignRequest {
                 region: request.region,
                 uri: request.uri,
