@@ -443,21 +443,213 @@ pub async fn load_table(target: &Target, tree: &Tree, connections: usize, durati
     .await
 }
 
-/// `commit`: each connection commits set-properties to a table of its own.
+/// Snapshot ids no earlier run (or other worker) used: seeded from the clock, then counted.
+fn next_snapshot_id() -> i64 {
+    static NEXT: std::sync::OnceLock<std::sync::atomic::AtomicI64> = std::sync::OnceLock::new();
+    let next = NEXT.get_or_init(|| {
+        let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        // Microseconds since 1970 (~1.8e15) times 1,000 stays below i64::MAX for centuries.
+        std::sync::atomic::AtomicI64::new((micros as i64) * 1_000)
+    });
+    next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// What a writer needs to know of its own table to append to it.
+#[derive(Debug, Clone)]
+struct TableHead {
+    location: String,
+    schema_id: i64,
+    snapshot_id: Option<i64>,
+    sequence_number: i64,
+}
+
+impl TableHead {
+    async fn load(target: &Target, table: &str) -> anyhow::Result<Self> {
+        let (status, loaded) = target.call(Method::GET, table, None).await?;
+        if !status.is_success() {
+            bail!("loading {table}: {status}");
+        }
+        let metadata = &loaded["metadata"];
+        Ok(Self {
+            location: metadata["location"].as_str().unwrap_or_default().to_owned(),
+            schema_id: metadata["current-schema-id"].as_i64().unwrap_or(0),
+            snapshot_id: metadata["current-snapshot-id"].as_i64().filter(|id| *id >= 0),
+            sequence_number: metadata["last-sequence-number"].as_i64().unwrap_or(0),
+        })
+    }
+
+    /// An append's commit: a new snapshot whose parent is the current one, `main` moved to it,
+    /// on the condition that `main` has not moved meanwhile.
+    fn append(&self, id: i64) -> Value {
+        let mut snapshot = json!({
+            "snapshot-id": id,
+            "sequence-number": self.sequence_number + 1,
+            "timestamp-ms": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            "manifest-list": format!("{}/metadata/snap-{id}-bench.avro", self.location),
+            "summary": {"operation": "append", "added-data-files": "1", "added-records": "100"},
+            "schema-id": self.schema_id
+        });
+        if let Some(parent) = self.snapshot_id {
+            snapshot["parent-snapshot-id"] = json!(parent);
+        }
+        json!({
+            "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": self.snapshot_id}],
+            "updates": [
+                {"action": "add-snapshot", "snapshot": snapshot},
+                {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}
+            ]
+        })
+    }
+}
+
+/// `commit`: each connection commits to a table of its own, alternating set-properties and an
+/// append (add-snapshot + set-snapshot-ref with an assert-ref-snapshot-id requirement).
 pub async fn commit(target: &Target, tree: &Tree, connections: usize, duration: Duration) -> anyhow::Result<Report> {
     let tables = Arc::new(tree.tables());
     if tables.len() < connections {
         bail!("commit needs at least one table per connection ({} tables, {connections} connections)", tables.len());
     }
+    let mut heads = Vec::with_capacity(connections);
+    for table in tables.iter().take(connections) {
+        heads.push(tokio::sync::Mutex::new(TableHead::load(target, table).await?));
+    }
+    let heads = Arc::new(heads);
+    let appends = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let target = target.clone();
-    Ok(run("commit", connections, duration, move |worker, n| {
-        let (target, tables) = (target.clone(), tables.clone());
+    let counted = appends.clone();
+    let mut report = run("commit", connections, duration, move |worker, n| {
+        let (target, tables, heads, appends) = (target.clone(), tables.clone(), heads.clone(), counted.clone());
         async move {
-            let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-n": n.to_string()}}]});
-            status_of(target.call(Method::POST, &tables[worker], Some(&body)).await)
+            let table = &tables[worker];
+            if n.is_multiple_of(2) {
+                let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-n": n.to_string()}}]});
+                return status_of(target.call(Method::POST, table, Some(&body)).await);
+            }
+            // Only this worker writes its table, so it knows the head without reading it back.
+            let mut head = heads[worker].lock().await;
+            let id = next_snapshot_id();
+            let status = status_of(target.call(Method::POST, table, Some(&head.append(id))).await);
+            if status == 200 {
+                head.snapshot_id = Some(id);
+                head.sequence_number += 1;
+                appends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            } else if let Ok(fresh) = TableHead::load(&target, table).await {
+                *head = fresh;
+            }
+            status
         }
     })
-    .await)
+    .await;
+    report.extra.insert("appends".into(), json!(appends.load(std::sync::atomic::Ordering::Relaxed)));
+    Ok(report)
+}
+
+/// What `mixed` sends: reads (loadTable, listTables) and commits, at a fixed arrival rate.
+#[derive(Debug, Clone)]
+pub struct MixedLoad {
+    /// Requests started per second, whatever the answers' latency (open loop).
+    pub rate: f64,
+    /// Percentage of requests that are commits (set-properties on a random table).
+    pub write_percent: u32,
+    /// Requests in flight at most; an arrival beyond it is counted as dropped, not queued.
+    pub max_in_flight: usize,
+}
+
+/// `mixed`: an open-loop load. Requests arrive on a fixed schedule, and each one's latency is
+/// measured from when it was due, so a slow server is charged for the requests that waited
+/// (no coordinated omission). Reads are 9 loadTable to 1 listTables (first page of 100);
+/// writes are set-properties commits on a table picked at random.
+pub async fn mixed(target: &Target, tree: &Tree, load: &MixedLoad, duration: Duration) -> Report {
+    let tables = Arc::new(tree.tables());
+    let leaves = Arc::new(tree.leaves());
+    let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<(bool, Duration, u16)>();
+    let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let rate = load.rate.max(0.001);
+    let due_at = |arrival: usize| Duration::from_secs_f64(arrival as f64 / rate);
+    let started = Instant::now();
+    let deadline = started + duration;
+    let (mut sent, mut dropped) = (0usize, 0usize);
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    'schedule: loop {
+        let now = Instant::now();
+        // Every arrival due by now starts now (the timer's granularity is about a millisecond).
+        loop {
+            let due = started + due_at(sent + dropped);
+            if due >= deadline {
+                break 'schedule;
+            }
+            if due > now {
+                break;
+            }
+            if in_flight.load(std::sync::atomic::Ordering::Relaxed) >= load.max_in_flight {
+                dropped += 1;
+                continue;
+            }
+            sent += 1;
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let write = (rng % 100) < u64::from(load.write_percent);
+            let pick = (rng >> 8) as usize;
+            let (target, tables, leaves, sender, in_flight) =
+                (target.clone(), tables.clone(), leaves.clone(), sender.clone(), in_flight.clone());
+            in_flight.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(async move {
+                let table = &tables[pick % tables.len()];
+                let result = if write {
+                    let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-mixed": pick.to_string()}}]});
+                    target.call(Method::POST, table, Some(&body)).await
+                } else if pick.is_multiple_of(10) {
+                    let leaf = &leaves[pick % leaves.len()];
+                    target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageSize=100"), None).await
+                } else {
+                    target.call(Method::GET, table, None).await
+                };
+                in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                let _ = sender.send((write, due.elapsed(), status_of(result)));
+            });
+        }
+        tokio::time::sleep_until((started + due_at(sent + dropped)).into()).await;
+    }
+    drop(sender);
+    let (mut all, mut reads, mut writes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut errors: BTreeMap<u16, usize> = BTreeMap::new();
+    while let Some((write, latency, status)) = receiver.recv().await {
+        all.push(latency);
+        if write {
+            writes.push(latency)
+        } else {
+            reads.push(latency)
+        }
+        if !(200..300).contains(&status) {
+            *errors.entry(status).or_default() += 1;
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    for latencies in [&mut all, &mut reads, &mut writes] {
+        latencies.sort_unstable();
+    }
+    let mut extra = BTreeMap::new();
+    extra.insert("target_rate".into(), json!(load.rate));
+    extra.insert("dropped".into(), json!(dropped));
+    extra.insert("writes".into(), json!(writes.len()));
+    extra.insert("read_p99_ms".into(), json!((percentile(&reads, 0.99) * 100.0).round() / 100.0));
+    extra.insert("write_p99_ms".into(), json!((percentile(&writes, 0.99) * 100.0).round() / 100.0));
+    Report {
+        workload: "mixed".into(),
+        connections: load.max_in_flight,
+        seconds,
+        requests: all.len(),
+        requests_per_second: all.len() as f64 / seconds,
+        p50_ms: percentile(&all, 0.50),
+        p95_ms: percentile(&all, 0.95),
+        p99_ms: percentile(&all, 0.99),
+        max_ms: all.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        errors,
+        extra,
+    }
 }
 
 /// `commit-hot`: every connection commits to one table; then checks no acknowledged commit was lost.

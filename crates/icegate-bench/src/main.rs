@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use icegate_bench::{
-    Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown, median, read,
+    MixedLoad, Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown, median,
+    mixed, read,
 };
 
 #[derive(Parser)]
@@ -19,7 +20,7 @@ struct Args {
     #[arg(long)]
     credential: Option<String>,
     /// Workloads to run, in order: create-tree, read, load-table, load-table-vended, list-tables,
-    /// commit, commit-hot, http-floor.
+    /// commit, commit-hot, mixed, http-floor.
     #[arg(long, value_delimiter = ',', default_value = "create-tree,http-floor,read,load-table,commit,commit-hot")]
     workloads: Vec<String>,
     #[arg(long, default_value_t = 64)]
@@ -49,6 +50,15 @@ struct Args {
     /// Writers of commit-hot.
     #[arg(long, default_value_t = 16)]
     hot_writers: usize,
+    /// mixed: requests started per second (open loop).
+    #[arg(long, default_value_t = 2000.0)]
+    rate: f64,
+    /// mixed: percentage of requests that are commits.
+    #[arg(long, default_value_t = 10)]
+    write_percent: u32,
+    /// mixed: requests in flight at most; later arrivals are dropped (and counted).
+    #[arg(long, default_value_t = 1024)]
+    max_in_flight: usize,
     /// Write the reports as JSON here too.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -68,6 +78,8 @@ async fn main() -> anyhow::Result<()> {
         create_connections: args.create_connections,
     };
     let duration = Duration::from_secs_f64(args.seconds);
+    let mixed_load =
+        MixedLoad { rate: args.rate, write_percent: args.write_percent.min(100), max_in_flight: args.max_in_flight };
     let mut reports = Vec::new();
     for workload in &args.workloads {
         let report = if workload == "create-tree" {
@@ -83,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
                     "commit" => commit(&target, &tree, args.connections.min(tree.tables().len()), duration).await?,
                     "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
                     "http-floor" => http_floor(&target, args.connections, duration).await,
+                    "mixed" => mixed(&target, &tree, &mixed_load, duration).await,
                     other => anyhow::bail!("unknown workload {other}"),
                 });
             }

@@ -66,7 +66,20 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     reports.push(icegate_bench::read(&target, &tree, 4, second).await);
     reports.push(icegate_bench::load_table(&target, &tree, 4, second, false).await);
     reports.push(icegate_bench::list_tables(&target, &tree, 4, second).await);
-    reports.push(icegate_bench::commit(&target, &tree, 4, second).await.unwrap());
+    let commit = icegate_bench::commit(&target, &tree, 4, second).await.unwrap();
+    assert!(commit.extra["appends"].as_u64().unwrap() > 0, "commit appended snapshots: {:?}", commit.extra);
+    let mut appended = 0;
+    for table in &tree.tables()[..4] {
+        let (_, loaded) = target.call(reqwest::Method::GET, table, None).await.unwrap();
+        appended += loaded["metadata"]["snapshots"].as_array().unwrap().len() - 3;
+    }
+    assert_eq!(commit.extra["appends"], appended, "every acknowledged append is in its table");
+    reports.push(commit);
+    let load = icegate_bench::MixedLoad { rate: 200.0, write_percent: 20, max_in_flight: 64 };
+    let mixed = icegate_bench::mixed(&target, &tree, &load, second).await;
+    assert!(mixed.extra["writes"].as_u64().unwrap() > 0, "mixed sent commits: {:?}", mixed.extra);
+    assert!(mixed.requests >= 100, "200 req/s for 0.7 s arrive about 140 times, not {}", mixed.requests);
+    reports.push(mixed);
     let hot = icegate_bench::commit_hot(&target, &tree.tables()[0], 4, second).await.unwrap();
     reports.push(hot.clone());
     for report in &reports[1..] {
