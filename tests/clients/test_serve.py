@@ -45,6 +45,23 @@ def test_embedded_default_prints_a_snippet_and_survives_a_restart(tmp_path):
         assert restarted.stop(signal.SIGINT) == 0
 
 
+def test_a_second_server_on_the_same_sqlite_file_is_refused(tmp_path):
+    """SQLite has one server: the first owns the file (it keeps table heads in memory), a second
+    one on the same data directory stops at start-up and says why; once the first is gone the
+    file can be served again."""
+    first = Server(tmp_path, [], {}).start()
+    try:
+        second = run_serve(tmp_path, "--listen", "127.0.0.1:0")
+        assert second.returncode != 0
+        assert "another icegate serve is using the SQLite database" in second.stderr
+        assert "PostgreSQL" in second.stderr
+        assert get_json(f"{first.uri}/ready")["status"] == "ready", "the first server is unaffected"
+    finally:
+        assert first.stop(signal.SIGTERM) == 0
+    again = Server(tmp_path, [], {}).start()
+    assert again.stop(signal.SIGTERM) == 0
+
+
 def run_serve(tmp_path, *args, env=None):
     return subprocess.run(
         [icegate_bin(), "serve", *args],

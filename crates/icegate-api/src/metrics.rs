@@ -10,6 +10,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::CatalogStore;
+use icegate_catalog::metadata_cache::MetadataCache;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -45,6 +46,14 @@ pub struct Metrics {
     pool_connections: Family<PoolLabels, Gauge>,
     pool_max: Gauge,
     reports: Family<ReportLabels, Counter>,
+    cache_documents: Gauge,
+    cache_bytes: Gauge,
+    cache_lookups: Family<LookupLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LookupLabels {
+    result: &'static str,
 }
 
 fn latency_histogram() -> Histogram {
@@ -66,12 +75,31 @@ impl Metrics {
         let pool_connections = Family::<PoolLabels, Gauge>::default();
         let pool_max = Gauge::default();
         let reports = Family::<ReportLabels, Counter>::default();
+        let (cache_documents, cache_bytes) = (Gauge::default(), Gauge::default());
+        let cache_lookups = Family::<LookupLabels, Counter>::default();
         registry.register("http_requests", "HTTP requests handled", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", latency.clone());
         registry.register("db_pool_connections", "Metadata store connections by state", pool_connections.clone());
         registry.register("db_pool_max_connections", "Metadata store connection limit", pool_max.clone());
         registry.register("table_metrics_reports", "Scan and commit reports received from clients", reports.clone());
-        Arc::new(Self { registry, requests, latency, pool_connections, pool_max, reports })
+        registry.register("table_metadata_cache_documents", "Metadata documents cached", cache_documents.clone());
+        registry.register("table_metadata_cache_bytes", "Weight of the cached metadata documents", cache_bytes.clone());
+        registry.register(
+            "table_metadata_cache_lookups",
+            "Metadata document lookups (loadTable, commits), answered from memory (hit) or the database (miss)",
+            cache_lookups.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            requests,
+            latency,
+            pool_connections,
+            pool_max,
+            reports,
+            cache_documents,
+            cache_bytes,
+            cache_lookups,
+        })
     }
 
     fn record(&self, method: &str, route: &str, status: StatusCode, seconds: f64) {
@@ -85,8 +113,17 @@ impl Metrics {
         self.reports.get_or_create(&ReportLabels { report_type }).inc();
     }
 
-    /// The text exposition, with pool gauges refreshed from `store`.
-    pub fn render(&self, store: &dyn CatalogStore) -> String {
+    /// The text exposition, with pool and cache gauges refreshed.
+    pub fn render(&self, store: &dyn CatalogStore, cache: &MetadataCache) -> String {
+        let (documents, bytes) = cache.usage();
+        self.cache_documents.set(i64::try_from(documents).unwrap_or(i64::MAX));
+        self.cache_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        let (hits, misses) = cache.hits_and_misses();
+        for (result, total) in [("hit", hits), ("miss", misses)] {
+            // The cache counts; the counter catches up with it.
+            let counter = self.cache_lookups.get_or_create(&LookupLabels { result });
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
         let stats = store.pool_stats();
         let in_use = stats.size.saturating_sub(stats.idle);
         self.pool_connections.get_or_create(&PoolLabels { state: "idle" }).set(i64::from(stats.idle));

@@ -10,6 +10,7 @@ pub mod error;
 pub mod files;
 pub mod idempotency;
 pub mod ident;
+pub mod metadata_cache;
 pub mod pagination;
 pub mod service;
 pub mod storage;

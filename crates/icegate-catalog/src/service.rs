@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+use crate::metadata_cache::MetadataCache;
 use crate::pagination::{encode_token, page_request};
 use crate::storage::{CredentialVendor, SecretCipher, StorageProfile, validate_profile};
 use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
@@ -34,7 +35,12 @@ pub struct Catalog {
     /// Table locations by metadata file: a metadata file never changes, so entries never go
     /// stale (the map is only bounded).
     locations: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::storage::TableLocations>>>,
+    /// Metadata documents by metadata file (see [`MetadataCache`]).
+    metadata: Arc<MetadataCache>,
 }
+
+/// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`).
+pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
@@ -47,7 +53,19 @@ impl Catalog {
             vendor: None,
             warehouses: Arc::default(),
             locations: Arc::default(),
+            metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
         }
+    }
+
+    /// Bounds the metadata document cache to `bytes` (0: no cache; every load reads the
+    /// document from the database).
+    pub fn with_metadata_cache(mut self, bytes: u64) -> Self {
+        self.metadata = Arc::new(MetadataCache::new(bytes));
+        self
+    }
+
+    pub fn metadata_cache(&self) -> &MetadataCache {
+        &self.metadata
     }
 
     /// Object storage beyond the local file system: the cipher for stored secrets and the

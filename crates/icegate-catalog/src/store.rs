@@ -88,6 +88,14 @@ pub struct Tabular {
     pub metadata: String,
 }
 
+/// Where a table's or view's current metadata is, without the document itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabularHead {
+    pub id: String,
+    pub location: String,
+    pub metadata_location: String,
+}
+
 /// A table or view to insert.
 #[derive(Debug, Clone)]
 pub struct NewTabular<'a> {
@@ -212,6 +220,17 @@ pub trait CatalogStore: Send + Sync + 'static {
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Tabular>>;
+    /// The row's pointer without its metadata document (what a cached load reads).
+    async fn load_tabular_head(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<TabularHead>> {
+        let row = self.load_tabular(warehouse_id, namespace, name, kind).await?;
+        Ok(row.map(|t| TabularHead { id: t.id, location: t.location, metadata_location: t.metadata_location }))
+    }
     /// Applies every swap in one transaction, or none of them.
     async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
     /// Deletes a table or view and returns what it was, `None` when it did not exist.

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
 
 use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
@@ -16,10 +17,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
+use crate::metadata_cache::Cached;
 use crate::pagination::{encode_token, page_request};
 use crate::service::{Catalog, Listing};
 use crate::storage::TableLocations;
-use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
+use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularHead, TabularKind, Warehouse};
 
 /// How often a commit that lost a race is re-applied on the new metadata before giving up
 /// with 409.
@@ -88,7 +90,7 @@ pub struct TableResult {
     /// `None` for a staged (not yet created) table.
     pub metadata_location: Option<String>,
     /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
-    pub metadata_json: String,
+    pub metadata_json: Arc<str>,
     pub etag: String,
     /// The warehouse the table lives in (for credential vending).
     pub warehouse: Warehouse,
@@ -277,7 +279,7 @@ impl Catalog {
         if request.stage_create {
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
             table_locations(&warehouse, &metadata)?;
-            return Ok(TableResult { metadata_location: None, metadata_json, etag, warehouse });
+            return Ok(TableResult { metadata_location: None, metadata_json: metadata_json.into(), etag, warehouse });
         }
         let catalog = self.clone();
         crate::idempotency::detached(async move {
@@ -322,8 +324,8 @@ impl Catalog {
         }
         let etag = etag(&metadata_location, SnapshotMode::All);
         Ok(TableResult {
+            metadata_json: self.remember(&metadata_location, metadata_json),
             metadata_location: Some(metadata_location),
-            metadata_json,
             etag,
             warehouse: warehouse.clone(),
         })
@@ -355,19 +357,58 @@ impl Catalog {
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
-        let etag = etag(&row.metadata_location, mode);
-        let metadata_json = match mode {
-            SnapshotMode::All => row.metadata,
-            SnapshotMode::Refs => referenced_snapshots_only(&row.metadata)?,
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        let (metadata_location, document) = match self.metadata_cache().get(&head.metadata_location) {
+            Some(cached) => (head.metadata_location, cached.document),
+            None => {
+                // The row may have moved on since its head was read: what it holds now is
+                // consistent, and current.
+                let row =
+                    self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+                let document = self.remember(&row.metadata_location, row.metadata);
+                (row.metadata_location, document)
+            }
         };
-        Ok(TableResult { metadata_location: Some(row.metadata_location), metadata_json, etag, warehouse })
+        let etag = etag(&metadata_location, mode);
+        let metadata_json = match mode {
+            SnapshotMode::All => document,
+            SnapshotMode::Refs => referenced_snapshots_only(&document)?.into(),
+        };
+        Ok(TableResult { metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
+    }
+
+    /// Keeps the document of a committed metadata file for later loads.
+    fn remember(&self, metadata_location: &str, document: String) -> Arc<str> {
+        let document: Arc<str> = document.into();
+        self.metadata_cache().insert(metadata_location, &document, None);
+        document
+    }
+
+    /// A table's current state, for a commit to build on: its head from the database and its
+    /// parsed metadata, from memory when a commit or load has seen that metadata file already.
+    async fn load_current(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Current>> {
+        let head =
+            self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
+        let Some(head) = head else { return Ok(None) };
+        if let Some(Cached { document, parsed: Some(metadata) }) = self.metadata_cache().get(&head.metadata_location) {
+            return Ok(Some(Current { head, document, metadata }));
+        }
+        let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
+        let metadata = Arc::new(parse_stored(&row)?);
+        let document: Arc<str> = row.metadata.into();
+        self.metadata_cache().insert(&row.metadata_location, &document, Some(&metadata));
+        let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
+        Ok(Some(Current { head, document, metadata }))
     }
 
     pub async fn table_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        match self.load_row(&warehouse, &table).await? {
+        match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
             Some(_) => Ok(()),
             None => Err(CatalogError::no_such_table(&table)),
         }
@@ -472,7 +513,7 @@ impl Catalog {
                 SwapOutcome::Applied => Ok(TableResult {
                     metadata_location: Some(metadata_location.to_owned()),
                     etag: etag(metadata_location, SnapshotMode::All),
-                    metadata_json,
+                    metadata_json: self.remember(metadata_location, metadata_json),
                     warehouse,
                 }),
                 SwapOutcome::Conflict(_) => {
@@ -495,7 +536,7 @@ impl Catalog {
         Ok(TableResult {
             metadata_location: Some(metadata_location.to_owned()),
             etag: etag(metadata_location, SnapshotMode::All),
-            metadata_json,
+            metadata_json: self.remember(metadata_location, metadata_json),
             warehouse,
         })
     }
@@ -537,8 +578,8 @@ impl Catalog {
             let mut staged = Vec::with_capacity(changes.len());
             let mut creates = Vec::new();
             for change in &changes {
-                let row = self.load_row(warehouse, &change.table).await?;
-                match row {
+                let current = self.load_current(warehouse, &change.table).await?;
+                match current {
                     None if change.requirements.contains(&TableRequirement::NotExist) => {
                         if transaction {
                             return Err(CatalogError::bad_request(
@@ -549,7 +590,7 @@ impl Catalog {
                         creates.push(change);
                     }
                     None => return Err(CatalogError::no_such_table(&change.table)),
-                    Some(row) => staged.push(self.stage_change(warehouse, change, row)?),
+                    Some(current) => staged.push(self.stage_change(warehouse, change, current)?),
                 }
             }
             if let Some(change) = creates.first() {
@@ -576,6 +617,9 @@ impl Catalog {
             match outcome {
                 Ok(SwapOutcome::Applied) => {
                     for commit in &staged {
+                        if let (Some(parsed), Some(location)) = (&commit.metadata, &commit.result.metadata_location) {
+                            self.metadata_cache().insert(location, &commit.result.metadata_json, Some(parsed));
+                        }
                         self.expire_metadata_files(warehouse, commit).await;
                     }
                     return Ok(staged.into_iter().map(|s| s.result).collect());
@@ -646,8 +690,8 @@ impl Catalog {
     }
 
     /// Checks requirements against the current metadata and applies the updates.
-    fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, row: Tabular) -> Result<StagedCommit> {
-        let base = parse_stored(&row)?;
+    fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<StagedCommit> {
+        let Current { head: row, document, metadata: base } = current;
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             requirement.check(Some(&base))?;
@@ -657,9 +701,10 @@ impl Catalog {
             return Ok(StagedCommit {
                 table: change.table.clone(),
                 swap: None,
+                metadata: None,
                 result: TableResult {
                     metadata_location: Some(row.metadata_location),
-                    metadata_json: row.metadata,
+                    metadata_json: document,
                     etag,
                     warehouse: warehouse.clone(),
                 },
@@ -667,7 +712,8 @@ impl Catalog {
                 delete_expired: false,
             });
         }
-        let mut builder = base.into_builder(Some(row.metadata_location.clone()));
+        // The cached metadata is shared: the builder works on a copy of it.
+        let mut builder = TableMetadata::clone(&base).into_builder(Some(row.metadata_location.clone()));
         for update in change.updates.iter().cloned() {
             builder = update.apply(builder)?;
         }
@@ -690,10 +736,11 @@ impl Catalog {
                 location,
                 extra_locations,
             }),
+            metadata: Some(Arc::new(metadata)),
             result: TableResult {
                 etag: etag(&metadata_location, SnapshotMode::All),
                 metadata_location: Some(metadata_location),
-                metadata_json,
+                metadata_json: metadata_json.into(),
                 warehouse: warehouse.clone(),
             },
             expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
@@ -765,9 +812,18 @@ struct StagedCommit {
     table: TableIdent,
     /// `None` when the change has no updates.
     swap: Option<MetadataSwap>,
+    /// The new metadata, parsed (with `swap`).
+    metadata: Option<Arc<TableMetadata>>,
     result: TableResult,
     expired: Vec<String>,
     delete_expired: bool,
+}
+
+/// A table's current state, as a commit reads it.
+struct Current {
+    head: TabularHead,
+    document: Arc<str>,
+    metadata: Arc<TableMetadata>,
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! both backends by the store test suite (`tests/store.rs`).
 
 mod access;
+mod heads;
 mod namespaces;
 mod tabulars;
 mod warehouses;
@@ -19,8 +20,8 @@ use async_trait::async_trait;
 use icegate_catalog::idempotency::IdempotencyRecord;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
-    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
-    Warehouse,
+    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularHead,
+    TabularKind, Warehouse,
 };
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -64,6 +65,8 @@ pub struct StoreOptions {
 pub struct SqlStore {
     pool: AnyPool,
     backend: Backend,
+    /// Table heads in memory, only while this process alone writes the database.
+    heads: Option<std::sync::Arc<heads::HeadCache>>,
 }
 
 impl SqlStore {
@@ -89,7 +92,17 @@ impl SqlStore {
             })
             .connect_lazy(&options.url)
             .context("invalid database URL")?;
-        Ok(Self { pool, backend })
+        Ok(Self { pool, backend, heads: None })
+    }
+
+    /// Keeps table and view heads in memory, so loads skip the database when nothing moved
+    /// them. Only for a SQLite database that this process alone writes (the caller holds the
+    /// owner lock): another writer's commits would go unseen. Ignored for PostgreSQL.
+    pub fn with_exclusive_heads(mut self) -> Self {
+        if self.backend == Backend::Sqlite {
+            self.heads = Some(std::sync::Arc::default());
+        }
+        self
     }
 
     pub fn backend_kind(&self) -> Backend {
@@ -396,8 +409,37 @@ impl CatalogStore for SqlStore {
         tabulars::load(self, warehouse_id, namespace, name, kind).await
     }
 
+    async fn load_tabular_head(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<TabularHead>, CatalogError> {
+        let Some(heads) = &self.heads else {
+            return tabulars::load_head(self, warehouse_id, namespace, name, kind).await;
+        };
+        let key = heads::key(warehouse_id, namespace, name, kind);
+        let generation = match heads.lookup(&key) {
+            heads::Lookup::Hit(head) => return Ok(Some(head)),
+            heads::Lookup::Miss(generation) => generation,
+        };
+        let head = tabulars::load_head(self, warehouse_id, namespace, name, kind).await?;
+        if let Some(head) = &head {
+            heads.offer(generation, key, head);
+        }
+        Ok(head)
+    }
+
     async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
-        tabulars::swap(self, swaps).await
+        let Some(heads) = self.heads.clone() else { return tabulars::swap(self, swaps).await };
+        let (store, swaps) = (self.clone(), swaps.to_vec());
+        icegate_catalog::idempotency::detached(async move {
+            let outcome = tabulars::swap(&store, &swaps).await;
+            heads.forget_ids(swaps.iter().map(|swap| swap.id.as_str()));
+            outcome
+        })
+        .await?
     }
 
     async fn drop_tabular(
@@ -407,7 +449,17 @@ impl CatalogStore for SqlStore {
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Tabular>, CatalogError> {
-        tabulars::drop(self, warehouse_id, namespace, name, kind).await
+        let Some(heads) = self.heads.clone() else {
+            return tabulars::drop(self, warehouse_id, namespace, name, kind).await;
+        };
+        let (store, warehouse_id, namespace, name) =
+            (self.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
+        icegate_catalog::idempotency::detached(async move {
+            let dropped = tabulars::drop(&store, &warehouse_id, &namespace, &name, kind).await;
+            heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
+            dropped
+        })
+        .await?
     }
 
     async fn rename_tabular(
@@ -417,7 +469,16 @@ impl CatalogStore for SqlStore {
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
     ) -> Result<(), CatalogError> {
-        tabulars::rename(self, warehouse_id, kind, from, to).await
+        let Some(heads) = self.heads.clone() else { return tabulars::rename(self, warehouse_id, kind, from, to).await };
+        let (store, warehouse_id) = (self.clone(), warehouse_id.to_owned());
+        let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
+        icegate_catalog::idempotency::detached(async move {
+            let renamed = tabulars::rename(&store, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
+            heads.forget_key(&heads::key(&warehouse_id, &from.0, &from.1, kind));
+            heads.forget_key(&heads::key(&warehouse_id, &to.0, &to.1, kind));
+            renamed
+        })
+        .await?
     }
 
     async fn list_tabulars(

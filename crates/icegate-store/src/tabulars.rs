@@ -1,7 +1,9 @@
 //! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
 //! drops, renames and listings.
 
-use icegate_catalog::store::{MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularKind};
+use icegate_catalog::store::{
+    MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind,
+};
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
@@ -188,6 +190,35 @@ pub(crate) async fn load(
     .await
     .map_err(db_error)?;
     row.as_ref().map(from_row).transpose()
+}
+
+pub(crate) async fn load_head(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    name: &str,
+    kind: TabularKind,
+) -> Result<Option<TabularHead>, CatalogError> {
+    let row = sqlx::query(
+        "SELECT t.id, t.location, t.metadata_location FROM tabulars t \
+         JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4",
+    )
+    .bind(warehouse_id)
+    .bind(namespace.encoded())
+    .bind(name)
+    .bind(kind.as_str())
+    .fetch_optional(&store.pool)
+    .await
+    .map_err(db_error)?;
+    row.map(|row| {
+        Ok(TabularHead {
+            id: row.try_get("id").map_err(db_error)?,
+            location: row.try_get("location").map_err(db_error)?,
+            metadata_location: row.try_get("metadata_location").map_err(db_error)?,
+        })
+    })
+    .transpose()
 }
 
 /// The compare-and-swap itself: applies only if the row still points at the expected file.

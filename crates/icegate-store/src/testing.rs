@@ -50,7 +50,8 @@ impl TestDatabase {
             TestBackend::Sqlite => {
                 let dir = tempfile::tempdir().expect("temporary directory");
                 let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());
-                let store = SqlStore::connect_lazy(&options(&url)).expect("sqlite store");
+                // As `icegate serve` runs it: the test owns its database, so heads stay in memory.
+                let store = SqlStore::connect_lazy(&options(&url)).expect("sqlite store").with_exclusive_heads();
                 Self { store, url, cleanup: Cleanup::Sqlite(dir) }
             }
             TestBackend::Postgres => {

@@ -135,6 +135,8 @@ pub struct CatalogConfig {
     /// How long a client may retry a mutation with the same `Idempotency-Key`.
     #[serde(with = "humantime_serde")]
     pub idempotency_key_lifetime: Duration,
+    /// Bytes of table metadata documents kept in memory by metadata file (0: none).
+    pub metadata_cache_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,6 +195,7 @@ impl Default for CatalogConfig {
             create_default_warehouse: true,
             default_warehouse_root: None,
             idempotency_key_lifetime: Duration::from_secs(30 * 60),
+            metadata_cache_bytes: icegate_catalog::service::DEFAULT_METADATA_CACHE_BYTES,
         }
     }
 }

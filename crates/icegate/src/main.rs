@@ -146,9 +146,39 @@ async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security>
     })
 }
 
+/// `icegate serve` on a SQLite file owns it: an exclusive lock on `<database>.owner` (released
+/// when the process ends, however it ends) refuses a second server on the same file. That makes
+/// it safe to keep table heads in memory (SQLite has no replicas; PostgreSQL is for those).
+/// `None` for PostgreSQL and in-memory SQLite.
+fn sqlite_owner_lock(url: &str) -> anyhow::Result<Option<std::fs::File>> {
+    let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else { return Ok(None) };
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let lock_path = format!("{path}.owner");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening {lock_path}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another icegate serve is using the SQLite database {path} (it holds {lock_path}); one server per \
+             SQLite file: stop the other one, or use PostgreSQL (database.url) to run replicas"
+        ),
+        Err(std::fs::TryLockError::Error(err)) => Err(err).with_context(|| format!("locking {lock_path}")),
+    }
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     let store = open_store(&config).await?;
+    // Held (open and locked) until serve returns.
+    let owner = sqlite_owner_lock(&config.database_url())?;
+    let store = if owner.is_some() { store.with_exclusive_heads() } else { store };
     if config.database.run_migrations {
         store.migrate().await?;
     }
@@ -172,7 +202,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .map_err(|why| anyhow::anyhow!("secrets.encryption_key {why}"))?;
     let storage_metrics = icegate_storage::StorageMetrics::default();
     let storage = Arc::new(icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone()));
-    let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone()).with_storage(cipher, storage);
+    let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
+        .with_storage(cipher, storage)
+        .with_metadata_cache(config.catalog.metadata_cache_bytes);
     let app = icegate_api::app(
         catalog,
         security,

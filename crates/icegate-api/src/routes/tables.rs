@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use icegate_catalog::storage::{AccessLevel, Delegation, SignRequest, TableAccessRequest, TableStorageAccess};
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent, TableResult};
-use serde_json::value::RawValue;
 
 use crate::AppState;
 use crate::authz::{StorageAccess, storage_access as storage_access_level};
@@ -16,17 +15,12 @@ use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Json, Path, Query};
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use crate::table_models::{
-    CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest, DropTableQuery,
-    ListTablesQuery, ListTablesResponse, LoadCredentialsResponse, LoadTableQuery, LoadTableResult,
-    RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest, ReportMetricsRequest,
-    StorageCredential, TableIdentifier,
+    CommitTableFields, CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest,
+    DropTableQuery, ListTablesQuery, ListTablesResponse, LoadCredentialsResponse, LoadTableFields, LoadTableQuery,
+    LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest,
+    ReportMetricsRequest, StorageCredential, TableIdentifier, WithMetadata,
 };
 use icegate_catalog::access::Caller;
-
-fn raw(json: String) -> Result<Box<RawValue>, ApiError> {
-    RawValue::from_string(json)
-        .map_err(|e| icegate_catalog::CatalogError::Internal(anyhow::anyhow!("metadata is not JSON: {e}")).into())
-}
 
 /// Everything but RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet =
@@ -94,13 +88,12 @@ fn credentials_list(credentials: Vec<(String, BTreeMap<String, String>)>) -> Vec
 fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Response, ApiError> {
     let etag = HeaderValue::from_str(&result.etag).ok();
     let TableStorageAccess { config, credentials } = storage;
-    let body = LoadTableResult {
+    let fields = LoadTableFields {
         metadata_location: result.metadata_location,
-        metadata: raw(result.metadata_json)?,
         config,
         storage_credentials: credentials_list(credentials),
     };
-    let mut response = Json(body).into_response();
+    let mut response = WithMetadata { metadata: result.metadata_json, fields }.into_response();
     if let Some(etag) = etag {
         response.headers_mut().insert(header::ETAG, etag);
     }
@@ -289,14 +282,12 @@ pub async fn update_table(
     State(state): State<AppState>,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<CommitTableRequest>,
-) -> Result<Json<CommitTableResponse>, ApiError> {
+) -> Result<WithMetadata<CommitTableFields>, ApiError> {
     let table = TableIdent::parse(&namespace, &table)?;
     let change = TableChange { table, requirements: request.requirements, updates: request.updates };
     let result = state.catalog.commit_table(&prefix, change).await?;
-    Ok(Json(CommitTableResponse {
-        metadata_location: result.metadata_location.unwrap_or_default(),
-        metadata: raw(result.metadata_json)?,
-    }))
+    let fields = CommitTableFields { metadata_location: result.metadata_location.unwrap_or_default() };
+    Ok(WithMetadata { metadata: result.metadata_json, fields })
 }
 
 /// Drop a table from the catalog

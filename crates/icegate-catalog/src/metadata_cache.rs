@@ -1,0 +1,114 @@
+//! Table metadata documents (and, once a commit needed it, their parsed form) by metadata file
+//! location, so loadTable and commits read a row's pointer from the database and not the
+//! document behind it, and a commit does not parse the metadata it builds on again.
+//!
+//! A metadata file is never rewritten once committed (every commit writes a new, uniquely named
+//! file), so an entry cannot go stale: the table's current location still comes from the
+//! database on every load (replicas stay consistent), and only the immutable document behind it
+//! is served from memory. Bounded by the documents' total size; scan-resistant eviction.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use iceberg::spec::TableMetadata;
+
+/// One metadata file's content.
+#[derive(Clone)]
+pub struct Cached {
+    /// The JSON document, as stored.
+    pub document: Arc<str>,
+    /// The document parsed, when a commit has needed it.
+    pub parsed: Option<Arc<TableMetadata>>,
+}
+
+#[derive(Clone)]
+struct ByLength;
+
+impl quick_cache::Weighter<String, Cached> for ByLength {
+    fn weight(&self, key: &String, value: &Cached) -> u64 {
+        // The document, its key and the entry's own bookkeeping; a parsed form is counted as
+        // twice the document (vectors, maps and boxed values of the same content).
+        let parsed = if value.parsed.is_some() { 2 * value.document.len() } else { 0 };
+        (key.len() + value.document.len() + parsed + 64) as u64
+    }
+}
+
+pub struct MetadataCache {
+    entries: Option<quick_cache::sync::Cache<String, Cached, ByLength>>,
+    capacity_bytes: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl MetadataCache {
+    /// A cache of at most `capacity_bytes` of documents; 0 turns caching off.
+    pub fn new(capacity_bytes: u64) -> Self {
+        // quick_cache sizes its tables from an item estimate: assume ~8 KB documents.
+        let entries = (capacity_bytes > 0).then(|| {
+            let estimated_items = (capacity_bytes / 8192).clamp(16, 1 << 20) as usize;
+            quick_cache::sync::Cache::with_weighter(estimated_items, capacity_bytes, ByLength)
+        });
+        Self { entries, capacity_bytes, hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+    }
+
+    pub fn get(&self, metadata_location: &str) -> Option<Cached> {
+        let found = self.entries.as_ref().and_then(|entries| entries.get(metadata_location));
+        let counter = if found.is_some() { &self.hits } else { &self.misses };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Remembers the document of a committed metadata file (and its parsed form, if at hand).
+    /// Documents larger than a 24th of the capacity are not kept (with their parsed form they
+    /// would push out many others).
+    pub fn insert(&self, metadata_location: &str, document: &Arc<str>, parsed: Option<&Arc<TableMetadata>>) {
+        if let Some(entries) = &self.entries
+            && (document.len() as u64) <= self.capacity_bytes / 24
+        {
+            let cached = Cached { document: document.clone(), parsed: parsed.cloned() };
+            entries.insert(metadata_location.to_owned(), cached);
+        }
+    }
+
+    /// Documents held and their total weight in bytes.
+    pub fn usage(&self) -> (u64, u64) {
+        self.entries.as_ref().map_or((0, 0), |entries| (entries.len() as u64, entries.weight()))
+    }
+
+    /// Lookups answered from memory, and lookups that went to the database.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_documents_by_location_within_its_capacity() {
+        let cache = MetadataCache::new(64 * 1024);
+        let document: Arc<str> = Arc::from("x".repeat(1000));
+        for i in 0..200 {
+            cache.insert(&format!("file:///w/t/metadata/{i:05}.json"), &document, None);
+        }
+        let (held, weight) = cache.usage();
+        assert!(weight <= 64 * 1024, "weight {weight} exceeds the capacity");
+        assert!(held > 10 && held < 200, "held {held}");
+        let last = cache.get("file:///w/t/metadata/00199.json").expect("the last insert is kept");
+        assert_eq!(&*last.document, &*document);
+        assert!(cache.get("file:///elsewhere.json").is_none());
+        let (hits, misses) = cache.hits_and_misses();
+        assert_eq!((hits, misses), (1, 1));
+    }
+
+    #[test]
+    fn zero_capacity_caches_nothing_and_large_documents_are_skipped() {
+        let off = MetadataCache::new(0);
+        off.insert("a", &Arc::from("{}"), None);
+        assert!(off.get("a").is_none());
+        let small = MetadataCache::new(24 * 1024);
+        small.insert("big", &Arc::from("y".repeat(2 * 1024)), None);
+        assert!(small.get("big").is_none(), "a document over a 24th of the capacity is not kept");
+    }
+}
