@@ -67,6 +67,28 @@ impl Target {
         }
     }
 
+    /// One request whose answer is only counted: its status (0 for a transport error). The body
+    /// is read but not parsed, so the generator spends its CPU on sending.
+    pub async fn status(&self, method: Method, path: &str, body: Option<&Value>) -> u16 {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                match response.bytes().await {
+                    Ok(_) => status,
+                    Err(_) => 0,
+                }
+            }
+            Err(_) => 0,
+        }
+    }
+
     /// One request: its status and (parsed) body.
     pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> anyhow::Result<(StatusCode, Value)> {
         let mut request = self.http.request(method, self.url(path));
@@ -161,10 +183,6 @@ where
         errors,
         extra: BTreeMap::new(),
     }
-}
-
-fn status_of(result: anyhow::Result<(StatusCode, Value)>) -> u16 {
-    result.map_or(0, |(status, _)| status.as_u16())
 }
 
 /// A 10-column schema, as the polaris-tools suite uses.
@@ -369,9 +387,7 @@ pub async fn list_tables(target: &Target, tree: &Tree, connections: usize, durat
         let (target, leaves) = (target.clone(), leaves.clone());
         async move {
             let leaf = &leaves[(worker + n) % leaves.len()];
-            status_of(
-                target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageToken=&pageSize=100"), None).await,
-            )
+            target.status(Method::GET, &format!("namespaces/{leaf}/tables?pageToken=&pageSize=100"), None).await
         }
     })
     .await
@@ -399,15 +415,16 @@ pub async fn read(target: &Target, tree: &Tree, connections: usize, duration: Du
         let (target, leaves, tables) = (target.clone(), leaves.clone(), tables.clone());
         async move {
             let pick = worker * 7919 + n * 104_729;
-            let result = match n % 4 {
+            match n % 4 {
                 0 => {
-                    target.call(Method::GET, &format!("namespaces/{}/tables", leaves[pick % leaves.len()]), None).await
+                    target
+                        .status(Method::GET, &format!("namespaces/{}/tables", leaves[pick % leaves.len()]), None)
+                        .await
                 }
-                1 => target.call(Method::HEAD, &tables[pick % tables.len()], None).await,
-                2 => target.call(Method::GET, &format!("namespaces/{}", leaves[pick % leaves.len()]), None).await,
-                _ => target.call(Method::GET, &tables[pick % tables.len()], None).await,
-            };
-            status_of(result)
+                1 => target.status(Method::HEAD, &tables[pick % tables.len()], None).await,
+                2 => target.status(Method::GET, &format!("namespaces/{}", leaves[pick % leaves.len()]), None).await,
+                _ => target.status(Method::GET, &tables[pick % tables.len()], None).await,
+            }
         }
     })
     .await
@@ -461,6 +478,8 @@ struct TableHead {
     schema_id: i64,
     snapshot_id: Option<i64>,
     sequence_number: i64,
+    /// The table's snapshots, oldest first.
+    snapshots: std::collections::VecDeque<i64>,
 }
 
 impl TableHead {
@@ -470,7 +489,17 @@ impl TableHead {
             bail!("loading {table}: {status}");
         }
         let metadata = &loaded["metadata"];
+        let mut snapshots: Vec<(i64, i64)> = metadata["snapshots"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|s| Some((s["sequence-number"].as_i64().unwrap_or(0), s["snapshot-id"].as_i64()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        snapshots.sort_unstable();
         Ok(Self {
+            snapshots: snapshots.into_iter().map(|(_, id)| id).collect(),
             location: metadata["location"].as_str().unwrap_or_default().to_owned(),
             schema_id: metadata["current-schema-id"].as_i64().unwrap_or(0),
             snapshot_id: metadata["current-snapshot-id"].as_i64().filter(|id| *id >= 0),
@@ -479,8 +508,10 @@ impl TableHead {
     }
 
     /// An append's commit: a new snapshot whose parent is the current one, `main` moved to it,
-    /// on the condition that `main` has not moved meanwhile.
-    fn append(&self, id: i64) -> Value {
+    /// on the condition that `main` has not moved meanwhile; with `keep` snapshots already, the
+    /// oldest is removed in the same commit (as snapshot expiry would), so the table's size
+    /// stays steady however long the benchmark runs.
+    fn append(&self, id: i64, keep: usize) -> Value {
         let mut snapshot = json!({
             "snapshot-id": id,
             "sequence-number": self.sequence_number + 1,
@@ -494,19 +525,42 @@ impl TableHead {
         if let Some(parent) = self.snapshot_id {
             snapshot["parent-snapshot-id"] = json!(parent);
         }
+        let mut updates = vec![
+            json!({"action": "add-snapshot", "snapshot": snapshot}),
+            json!({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}),
+        ];
+        if self.snapshots.len() >= keep.max(1)
+            && let Some(oldest) = self.snapshots.front()
+        {
+            updates.push(json!({"action": "remove-snapshots", "snapshot-ids": [oldest]}));
+        }
         json!({
             "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": self.snapshot_id}],
-            "updates": [
-                {"action": "add-snapshot", "snapshot": snapshot},
-                {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}
-            ]
+            "updates": updates
         })
+    }
+
+    /// After `append(id, keep)` was acknowledged.
+    fn appended(&mut self, id: i64, keep: usize) {
+        if self.snapshots.len() >= keep.max(1) {
+            self.snapshots.pop_front();
+        }
+        self.snapshots.push_back(id);
+        self.snapshot_id = Some(id);
+        self.sequence_number += 1;
     }
 }
 
 /// `commit`: each connection commits to a table of its own, alternating set-properties and an
-/// append (add-snapshot + set-snapshot-ref with an assert-ref-snapshot-id requirement).
-pub async fn commit(target: &Target, tree: &Tree, connections: usize, duration: Duration) -> anyhow::Result<Report> {
+/// append (add-snapshot + set-snapshot-ref with an assert-ref-snapshot-id requirement; beyond
+/// `keep_snapshots` snapshots the append also removes the oldest).
+pub async fn commit(
+    target: &Target,
+    tree: &Tree,
+    connections: usize,
+    duration: Duration,
+    keep_snapshots: usize,
+) -> anyhow::Result<Report> {
     let tables = Arc::new(tree.tables());
     if tables.len() < connections {
         bail!("commit needs at least one table per connection ({} tables, {connections} connections)", tables.len());
@@ -525,15 +579,14 @@ pub async fn commit(target: &Target, tree: &Tree, connections: usize, duration: 
             let table = &tables[worker];
             if n.is_multiple_of(2) {
                 let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-n": n.to_string()}}]});
-                return status_of(target.call(Method::POST, table, Some(&body)).await);
+                return target.status(Method::POST, table, Some(&body)).await;
             }
             // Only this worker writes its table, so it knows the head without reading it back.
             let mut head = heads[worker].lock().await;
             let id = next_snapshot_id();
-            let status = status_of(target.call(Method::POST, table, Some(&head.append(id))).await);
+            let status = target.status(Method::POST, table, Some(&head.append(id, keep_snapshots))).await;
             if status == 200 {
-                head.snapshot_id = Some(id);
-                head.sequence_number += 1;
+                head.appended(id, keep_snapshots);
                 appends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             } else if let Ok(fresh) = TableHead::load(&target, table).await {
                 *head = fresh;
@@ -600,15 +653,15 @@ pub async fn mixed(target: &Target, tree: &Tree, load: &MixedLoad, duration: Dur
                 let table = &tables[pick % tables.len()];
                 let result = if write {
                     let body = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"bench-mixed": pick.to_string()}}]});
-                    target.call(Method::POST, table, Some(&body)).await
+                    target.status(Method::POST, table, Some(&body)).await
                 } else if pick.is_multiple_of(10) {
                     let leaf = &leaves[pick % leaves.len()];
-                    target.call(Method::GET, &format!("namespaces/{leaf}/tables?pageSize=100"), None).await
+                    target.status(Method::GET, &format!("namespaces/{leaf}/tables?pageSize=100"), None).await
                 } else {
-                    target.call(Method::GET, table, None).await
+                    target.status(Method::GET, table, None).await
                 };
                 in_flight.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                let _ = sender.send((write, due.elapsed(), status_of(result)));
+                let _ = sender.send((write, due.elapsed(), result));
             });
         }
         tokio::time::sleep_until((started + due_at(sent + dropped)).into()).await;
@@ -668,7 +721,7 @@ pub async fn commit_hot(
             let key = format!("hot-{worker}-{n}");
             let body =
                 json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {key.clone(): "1"}}]});
-            let status = status_of(target.call(Method::POST, &path, Some(&body)).await);
+            let status = target.status(Method::POST, &path, Some(&body)).await;
             if status == 200 {
                 ack.lock().unwrap().push(key);
             }
@@ -694,7 +747,7 @@ pub async fn http_floor(target: &Target, connections: usize, duration: Duration)
     let target = target.clone();
     run("http-floor", connections, duration, move |_, _| {
         let target = target.clone();
-        async move { status_of(target.call(Method::GET, "/health", None).await) }
+        async move { target.status(Method::GET, "/health", None).await }
     })
     .await
 }
@@ -707,8 +760,10 @@ pub fn markdown(reports: &[Report]) -> String {
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in reports {
-        let ratio =
-            floor.filter(|f| *f > 0.0).map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * r.requests_per_second / f));
+        // create-tree is not a timed workload: its rate is not comparable.
+        let ratio = floor
+            .filter(|f| *f > 0.0 && r.workload != "create-tree")
+            .map_or("-".to_owned(), |f| format!("{:.0}%", 100.0 * r.requests_per_second / f));
         let errors: Vec<String> = r.errors.iter().map(|(s, c)| format!("{s}:{c}")).collect();
         let notes: Vec<String> = r.extra.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push_str(&format!(

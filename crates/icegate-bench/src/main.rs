@@ -44,6 +44,9 @@ struct Args {
     /// Concurrent requests while create-tree creates tables and snapshots.
     #[arg(long, default_value_t = 8)]
     create_connections: usize,
+    /// commit: snapshots a table keeps; an append beyond them removes the oldest.
+    #[arg(long, default_value_t = 100)]
+    keep_snapshots: usize,
     /// Runs of every timed workload; the report shows the median run (by throughput).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
@@ -92,7 +95,10 @@ async fn main() -> anyhow::Result<()> {
                     "load-table" => load_table(&target, &tree, args.connections, duration, false).await,
                     "load-table-vended" => load_table(&target, &tree, args.connections, duration, true).await,
                     "list-tables" => list_tables(&target, &tree, args.connections, duration).await,
-                    "commit" => commit(&target, &tree, args.connections.min(tree.tables().len()), duration).await?,
+                    "commit" => {
+                        let connections = args.connections.min(tree.tables().len());
+                        commit(&target, &tree, connections, duration, args.keep_snapshots).await?
+                    }
                     "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
                     "http-floor" => http_floor(&target, args.connections, duration).await,
                     "mixed" => mixed(&target, &tree, &mixed_load, duration).await,

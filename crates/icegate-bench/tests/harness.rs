@@ -66,14 +66,20 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     reports.push(icegate_bench::read(&target, &tree, 4, second).await);
     reports.push(icegate_bench::load_table(&target, &tree, 4, second, false).await);
     reports.push(icegate_bench::list_tables(&target, &tree, 4, second).await);
-    let commit = icegate_bench::commit(&target, &tree, 4, second).await.unwrap();
-    assert!(commit.extra["appends"].as_u64().unwrap() > 0, "commit appended snapshots: {:?}", commit.extra);
-    let mut appended = 0;
+    // Tables keep 5 snapshots: the 3 of create-tree, then each append beyond 5 removes the oldest.
+    let commit = icegate_bench::commit(&target, &tree, 4, second, 5).await.unwrap();
+    let appends = commit.extra["appends"].as_u64().unwrap();
+    assert!(appends >= 8, "each of 4 writers appended more than twice: {:?}", commit.extra);
+    let mut current = Vec::new();
     for table in &tree.tables()[..4] {
         let (_, loaded) = target.call(reqwest::Method::GET, table, None).await.unwrap();
-        appended += loaded["metadata"]["snapshots"].as_array().unwrap().len() - 3;
+        let snapshots = loaded["metadata"]["snapshots"].as_array().unwrap();
+        assert!(snapshots.len() <= 5, "the oldest snapshots were removed: {} left", snapshots.len());
+        let newest = snapshots.iter().map(|s| s["snapshot-id"].as_i64().unwrap()).max().unwrap();
+        assert_eq!(loaded["metadata"]["current-snapshot-id"], newest, "main is the last append");
+        current.push(newest);
     }
-    assert_eq!(commit.extra["appends"], appended, "every acknowledged append is in its table");
+    assert!(current.iter().all(|id| *id > 1_000_002), "every table has an append of this run: {current:?}");
     reports.push(commit);
     let load = icegate_bench::MixedLoad { rate: 200.0, write_percent: 20, max_in_flight: 64 };
     let mixed = icegate_bench::mixed(&target, &tree, &load, second).await;

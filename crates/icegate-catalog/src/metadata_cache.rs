@@ -70,6 +70,14 @@ impl MetadataCache {
         }
     }
 
+    /// Drops a superseded metadata file's entry: once a commit has moved its table on, nothing
+    /// asks for it again, and it would only push out live entries.
+    pub fn forget(&self, metadata_location: &str) {
+        if let Some(entries) = &self.entries {
+            entries.remove(metadata_location);
+        }
+    }
+
     /// Documents held and their total weight in bytes.
     pub fn usage(&self) -> (u64, u64) {
         self.entries.as_ref().map_or((0, 0), |entries| (entries.len() as u64, entries.weight()))
@@ -98,8 +106,10 @@ mod tests {
         let last = cache.get("file:///w/t/metadata/00199.json").expect("the last insert is kept");
         assert_eq!(&*last.document, &*document);
         assert!(cache.get("file:///elsewhere.json").is_none());
+        cache.forget("file:///w/t/metadata/00199.json");
+        assert!(cache.get("file:///w/t/metadata/00199.json").is_none(), "a superseded file is forgotten");
         let (hits, misses) = cache.hits_and_misses();
-        assert_eq!((hits, misses), (1, 1));
+        assert_eq!((hits, misses), (1, 2));
     }
 
     #[test]

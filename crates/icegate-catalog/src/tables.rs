@@ -620,6 +620,9 @@ impl Catalog {
                         if let (Some(parsed), Some(location)) = (&commit.metadata, &commit.result.metadata_location) {
                             self.metadata_cache().insert(location, &commit.result.metadata_json, Some(parsed));
                         }
+                        if let Some(swap) = &commit.swap {
+                            self.metadata_cache().forget(&swap.expected_metadata_location);
+                        }
                         self.expire_metadata_files(warehouse, commit).await;
                     }
                     return Ok(staged.into_iter().map(|s| s.result).collect());

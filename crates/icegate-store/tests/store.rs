@@ -438,6 +438,85 @@ async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     store.drop_namespace(&wh, &ns("other")).await.unwrap();
 }
 
+/// Heads (kept in memory on SQLite) follow every write: swaps, renames, drops, re-creates.
+async fn heads_follow_every_write(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let head = |name: &'static str| {
+        let wh = wh.clone();
+        async move { store.load_tabular_head(&wh, &ns("db"), name, TabularKind::Table).await.unwrap() }
+    };
+    let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
+    for _ in 0..2 {
+        assert_eq!(head("t").await.unwrap().metadata_location, v0);
+    }
+    store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
+    assert_eq!(head("t").await.unwrap().metadata_location, "v1");
+    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(), SwapOutcome::Conflict(0));
+    assert_eq!(head("t").await.unwrap().metadata_location, "v1");
+    store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u")).await.unwrap();
+    assert!(head("t").await.is_none());
+    assert_eq!(head("u").await.unwrap().id, id);
+    store.drop_tabular(&wh, &ns("db"), "u", TabularKind::Table).await.unwrap().unwrap();
+    assert!(head("u").await.is_none());
+    let again = table(store, &wh, "u", "file:///w/db/u2").await.unwrap();
+    assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");
+}
+
+/// Writers that take their expected location from the head, while readers load heads all the
+/// time: every swap lands exactly once, and the head ends where the row is.
+async fn heads_stay_current_under_concurrent_swaps(db: TestDatabase) {
+    let store = db.store.clone();
+    let wh = warehouse(&store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let id = table(&store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (store, wh, done) = (store.clone(), wh.clone(), done.clone());
+        readers.push(tokio::spawn(async move {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                store.load_tabular_head(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+                // A hit answers without awaiting anything: let the writers run.
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut writers = Vec::new();
+    for writer in 0..4 {
+        let (store, wh, id) = (store.clone(), wh.clone(), id.clone());
+        writers.push(tokio::spawn(async move {
+            let mut attempts = 0;
+            for n in 0..25 {
+                loop {
+                    attempts += 1;
+                    assert!(attempts < 5_000, "writer {writer} keeps losing: a stale head?");
+                    let head = store.load_tabular_head(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+                    let next = format!("w{writer}-{n}");
+                    let outcome =
+                        store.swap_metadata(&[swap(&id, &wh, "t", &head.metadata_location, &next)]).await.unwrap();
+                    if outcome == SwapOutcome::Applied {
+                        break;
+                    }
+                }
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    for reader in readers {
+        reader.await.unwrap();
+    }
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    let head = store.load_tabular_head(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(head.metadata_location, row.metadata_location);
+    assert!(row.metadata_location.ends_with("-24"), "the last swap is the last of a writer: {}", row.metadata_location);
+}
+
 async fn migrations_are_idempotent(db: TestDatabase) {
     db.store.migrate().await.unwrap();
     db.store.migrate().await.unwrap();
@@ -488,6 +567,8 @@ store_tests!(
     a_swap_applies_only_against_the_expected_location,
     a_multi_table_swap_is_all_or_nothing,
     tabulars_are_renamed_and_dropped,
+    heads_follow_every_write,
+    heads_stay_current_under_concurrent_swaps,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one
