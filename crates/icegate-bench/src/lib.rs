@@ -123,6 +123,25 @@ pub struct Report {
     pub extra: BTreeMap<String, Value>,
 }
 
+impl Report {
+    /// A report of `latencies` (sorted) over `seconds`.
+    fn of(name: &str, connections: usize, seconds: f64, latencies: &[Duration], errors: BTreeMap<u16, usize>) -> Self {
+        Report {
+            workload: name.to_owned(),
+            connections,
+            seconds,
+            requests: latencies.len(),
+            requests_per_second: latencies.len() as f64 / seconds,
+            p50_ms: percentile(latencies, 0.50),
+            p95_ms: percentile(latencies, 0.95),
+            p99_ms: percentile(latencies, 0.99),
+            max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            errors,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -170,19 +189,7 @@ where
     }
     let seconds = started.elapsed().as_secs_f64();
     latencies.sort_unstable();
-    Report {
-        workload: name.to_owned(),
-        connections,
-        seconds,
-        requests: latencies.len(),
-        requests_per_second: latencies.len() as f64 / seconds,
-        p50_ms: percentile(&latencies, 0.50),
-        p95_ms: percentile(&latencies, 0.95),
-        p99_ms: percentile(&latencies, 0.99),
-        max_ms: latencies.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-        errors,
-        extra: BTreeMap::new(),
-    }
+    Report::of(name, connections, seconds, &latencies, errors)
 }
 
 /// A 10-column schema, as the polaris-tools suite uses.
@@ -684,25 +691,14 @@ pub async fn mixed(target: &Target, tree: &Tree, load: &MixedLoad, duration: Dur
     for latencies in [&mut all, &mut reads, &mut writes] {
         latencies.sort_unstable();
     }
-    let mut extra = BTreeMap::new();
+    let mut report = Report::of("mixed", load.max_in_flight, seconds, &all, errors);
+    let extra = &mut report.extra;
     extra.insert("target_rate".into(), json!(load.rate));
     extra.insert("dropped".into(), json!(dropped));
     extra.insert("writes".into(), json!(writes.len()));
     extra.insert("read_p99_ms".into(), json!((percentile(&reads, 0.99) * 100.0).round() / 100.0));
     extra.insert("write_p99_ms".into(), json!((percentile(&writes, 0.99) * 100.0).round() / 100.0));
-    Report {
-        workload: "mixed".into(),
-        connections: load.max_in_flight,
-        seconds,
-        requests: all.len(),
-        requests_per_second: all.len() as f64 / seconds,
-        p50_ms: percentile(&all, 0.50),
-        p95_ms: percentile(&all, 0.95),
-        p99_ms: percentile(&all, 0.99),
-        max_ms: all.last().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-        errors,
-        extra,
-    }
+    report
 }
 
 /// `commit-hot`: every connection commits to one table; then checks no acknowledged commit was lost.

@@ -38,7 +38,14 @@ pub struct MetadataCache {
     capacity_bytes: u64,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Recent lookups and hits (halved every [`RECENT_WINDOW`] lookups): whether asking the
+    /// cache first still pays.
+    recent_lookups: AtomicU64,
+    recent_hits: AtomicU64,
 }
+
+/// Lookups after which the recent hit counts are halved.
+const RECENT_WINDOW: u64 = 4096;
 
 impl MetadataCache {
     /// A cache of at most `capacity_bytes` of documents; 0 turns caching off.
@@ -48,26 +55,62 @@ impl MetadataCache {
             let estimated_items = (capacity_bytes / 8192).clamp(16, 1 << 20) as usize;
             quick_cache::sync::Cache::with_weighter(estimated_items, capacity_bytes, ByLength)
         });
-        Self { entries, capacity_bytes, hits: AtomicU64::new(0), misses: AtomicU64::new(0) }
+        Self {
+            entries,
+            capacity_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            recent_lookups: AtomicU64::new(0),
+            recent_hits: AtomicU64::new(0),
+        }
     }
 
     pub fn get(&self, metadata_location: &str) -> Option<Cached> {
         let found = self.entries.as_ref().and_then(|entries| entries.get(metadata_location));
-        let counter = if found.is_some() { &self.hits } else { &self.misses };
-        counter.fetch_add(1, Ordering::Relaxed);
+        self.count(found.is_some());
         found
     }
 
-    /// Remembers the document of a committed metadata file (and its parsed form, if at hand).
-    /// Documents larger than a 24th of the capacity are not kept (with their parsed form they
-    /// would push out many others).
-    pub fn insert(&self, metadata_location: &str, document: &Arc<str>, parsed: Option<&Arc<TableMetadata>>) {
-        if let Some(entries) = &self.entries
-            && (document.len() as u64) <= self.capacity_bytes / 24
-        {
-            let cached = Cached { document: document.clone(), parsed: parsed.cloned() };
-            entries.insert(metadata_location.to_owned(), cached);
+    /// Counts a lookup that went around the cache as the cache would have answered it.
+    pub fn observe(&self, metadata_location: &str) {
+        let held = self.entries.as_ref().is_some_and(|entries| entries.peek(metadata_location).is_some());
+        self.count(held);
+    }
+
+    fn count(&self, hit: bool) {
+        (if hit { &self.hits } else { &self.misses }).fetch_add(1, Ordering::Relaxed);
+        if hit {
+            self.recent_hits.fetch_add(1, Ordering::Relaxed);
         }
+        if self.recent_lookups.fetch_add(1, Ordering::Relaxed) + 1 >= RECENT_WINDOW {
+            // Approximate under races, which is all a ratio needs.
+            self.recent_lookups.store(RECENT_WINDOW / 2, Ordering::Relaxed);
+            let hits = self.recent_hits.load(Ordering::Relaxed);
+            self.recent_hits.store(hits / 2, Ordering::Relaxed);
+        }
+    }
+
+    /// True while most recent lookups missed (a working set larger than the cache, such as
+    /// loads spread evenly over a very large catalog): then a load should read the whole row at
+    /// once instead of its head first and the document after a miss. Off or empty caches
+    /// always say so.
+    pub fn mostly_misses(&self) -> bool {
+        let lookups = self.recent_lookups.load(Ordering::Relaxed);
+        let hits = self.recent_hits.load(Ordering::Relaxed);
+        self.entries.is_none() || (lookups >= 256 && hits * 2 < lookups)
+    }
+
+    /// Remembers the document of a committed metadata file (and its parsed form, if at hand).
+    /// An entry may take an eighth of the capacity at most: larger documents are not kept, and
+    /// their parsed form only while it fits too (it would push out many others).
+    pub fn insert(&self, metadata_location: &str, document: &Arc<str>, parsed: Option<&Arc<TableMetadata>>) {
+        let Some(entries) = &self.entries else { return };
+        let (len, limit) = (document.len() as u64, self.capacity_bytes / 8);
+        if len > limit {
+            return;
+        }
+        let parsed = parsed.filter(|_| 3 * len <= limit).cloned();
+        entries.insert(metadata_location.to_owned(), Cached { document: document.clone(), parsed });
     }
 
     /// Drops a superseded metadata file's entry: once a commit has moved its table on, nothing
@@ -94,6 +137,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cache_that_mostly_misses_says_so_and_recovers() {
+        let cache = MetadataCache::new(1 << 20);
+        let document: Arc<str> = Arc::from("{}");
+        assert!(!cache.mostly_misses(), "too few lookups to judge");
+        for i in 0..1000 {
+            assert!(cache.get(&format!("miss-{i}")).is_none());
+        }
+        assert!(cache.mostly_misses());
+        cache.insert("hot", &document, None);
+        for _ in 0..RECENT_WINDOW {
+            cache.observe("hot");
+        }
+        assert!(!cache.mostly_misses(), "hits since then count more than the old misses");
+        assert!(MetadataCache::new(0).mostly_misses(), "no cache: always read the row");
+    }
+
+    #[test]
     fn keeps_documents_by_location_within_its_capacity() {
         let cache = MetadataCache::new(64 * 1024);
         let document: Arc<str> = Arc::from("x".repeat(1000));
@@ -117,8 +177,8 @@ mod tests {
         let off = MetadataCache::new(0);
         off.insert("a", &Arc::from("{}"), None);
         assert!(off.get("a").is_none());
-        let small = MetadataCache::new(24 * 1024);
+        let small = MetadataCache::new(8 * 1024);
         small.insert("big", &Arc::from("y".repeat(2 * 1024)), None);
-        assert!(small.get("big").is_none(), "a document over a 24th of the capacity is not kept");
+        assert!(small.get("big").is_none(), "a document over an eighth of the capacity is not kept");
     }
 }

@@ -14,8 +14,9 @@ use icegate_catalog::NamespaceIdent;
 use icegate_catalog::store::{TabularHead, TabularKind};
 
 /// Heads kept at most; beyond it the map starts over (a catalog with more tables than this
-/// keeps the recently loaded ones, and each costs a couple of hundred bytes).
-const MAX_HEADS: usize = 100_000;
+/// keeps the recently loaded ones). An entry, with its key and the id index, takes several
+/// hundred bytes: 20,000 of them about 12 MB.
+const MAX_HEADS: usize = 20_000;
 
 #[derive(Default)]
 pub(crate) struct HeadCache {

@@ -170,6 +170,34 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
     Ok(id)
 }
 
+/// The `FROM ... WHERE` that finds a table or view by name; binds warehouse id, encoded
+/// namespace, name and kind.
+macro_rules! by_name {
+    () => {
+        "FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4"
+    };
+}
+
+/// Runs `sql` (a SELECT ending in [`by_name!`]) for one table or view.
+async fn fetch_by_name(
+    store: &SqlStore,
+    sql: &'static str,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    name: &str,
+    kind: TabularKind,
+) -> Result<Option<AnyRow>, CatalogError> {
+    sqlx::query(sql)
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .bind(name)
+        .bind(kind.as_str())
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(db_error)
+}
+
 pub(crate) async fn load(
     store: &SqlStore,
     warehouse_id: &str,
@@ -177,18 +205,8 @@ pub(crate) async fn load(
     name: &str,
     kind: TabularKind,
 ) -> Result<Option<Tabular>, CatalogError> {
-    let row = sqlx::query(
-        "SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata FROM tabulars t \
-         JOIN namespaces n ON n.id = t.namespace_id \
-         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4",
-    )
-    .bind(warehouse_id)
-    .bind(namespace.encoded())
-    .bind(name)
-    .bind(kind.as_str())
-    .fetch_optional(&store.pool)
-    .await
-    .map_err(db_error)?;
+    let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
+    let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.as_ref().map(from_row).transpose()
 }
 
@@ -199,18 +217,8 @@ pub(crate) async fn load_head(
     name: &str,
     kind: TabularKind,
 ) -> Result<Option<TabularHead>, CatalogError> {
-    let row = sqlx::query(
-        "SELECT t.id, t.location, t.metadata_location FROM tabulars t \
-         JOIN namespaces n ON n.id = t.namespace_id \
-         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4",
-    )
-    .bind(warehouse_id)
-    .bind(namespace.encoded())
-    .bind(name)
-    .bind(kind.as_str())
-    .fetch_optional(&store.pool)
-    .await
-    .map_err(db_error)?;
+    let sql = concat!("SELECT t.id, t.location, t.metadata_location ", by_name!());
+    let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.map(|row| {
         Ok(TabularHead {
             id: row.try_get("id").map_err(db_error)?,
