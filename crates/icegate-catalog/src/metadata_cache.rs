@@ -42,6 +42,8 @@ pub struct MetadataCache {
     /// cache first still pays.
     recent_lookups: AtomicU64,
     recent_hits: AtomicU64,
+    /// Counts [`admit`](Self::admit) calls.
+    admissions: AtomicU64,
 }
 
 /// Lookups after which the recent hit counts are halved.
@@ -62,6 +64,7 @@ impl MetadataCache {
             misses: AtomicU64::new(0),
             recent_lookups: AtomicU64::new(0),
             recent_hits: AtomicU64::new(0),
+            admissions: AtomicU64::new(0),
         }
     }
 
@@ -121,6 +124,13 @@ impl MetadataCache {
         }
     }
 
+    /// While the cache mostly misses, whether to keep this document anyway: one in 16, so that
+    /// tables loaded often still find their way in (and the hit ratio can recover) without
+    /// paying an insert and an eviction on every load.
+    pub fn admit(&self) -> bool {
+        self.admissions.fetch_add(1, Ordering::Relaxed).is_multiple_of(16)
+    }
+
     /// Documents held and their total weight in bytes.
     pub fn usage(&self) -> (u64, u64) {
         self.entries.as_ref().map_or((0, 0), |entries| (entries.len() as u64, entries.weight()))
@@ -151,6 +161,8 @@ mod tests {
         }
         assert!(!cache.mostly_misses(), "hits since then count more than the old misses");
         assert!(MetadataCache::new(0).mostly_misses(), "no cache: always read the row");
+        let admitted = (0..160).filter(|_| cache.admit()).count();
+        assert_eq!(admitted, 10, "one document in 16 is kept while the cache mostly misses");
     }
 
     #[test]

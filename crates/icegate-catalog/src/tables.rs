@@ -357,21 +357,19 @@ impl Catalog {
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let head = self
-            .store()
-            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_table(&table))?;
-        let (metadata_location, document) = match self.metadata_cache().get(&head.metadata_location) {
-            Some(cached) => (head.metadata_location, cached.document),
-            None => {
-                // The row may have moved on since its head was read: what it holds now is
-                // consistent, and current.
-                let row =
-                    self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
-                let document = self.remember(&row.metadata_location, row.metadata);
-                (row.metadata_location, document)
+        let (metadata_location, document) = if self.metadata_cache().mostly_misses() {
+            // Loads spread over more tables than the cache holds (or no cache): one query for
+            // the whole row beats a head query followed by a row query.
+            let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+            let cache = self.metadata_cache();
+            cache.observe(&row.metadata_location);
+            let document: Arc<str> = row.metadata.into();
+            if cache.admit() {
+                cache.insert(&row.metadata_location, &document, None);
             }
+            (row.metadata_location, document)
+        } else {
+            self.load_document(&warehouse, &table).await?
         };
         let etag = etag(&metadata_location, mode);
         let metadata_json = match mode {
@@ -379,6 +377,26 @@ impl Catalog {
             SnapshotMode::Refs => referenced_snapshots_only(&document)?.into(),
         };
         Ok(TableResult { metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
+    }
+
+    /// The current metadata location and document: the head from the store, the document from
+    /// the cache when it holds that file.
+    async fn load_document(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<(String, Arc<str>)> {
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(table))?;
+        Ok(match self.metadata_cache().get(&head.metadata_location) {
+            Some(cached) => (head.metadata_location, cached.document),
+            None => {
+                // The row may have moved on since its head was read: what it holds now is
+                // consistent, and current.
+                let row = self.load_row(warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
+                let document = self.remember(&row.metadata_location, row.metadata);
+                (row.metadata_location, document)
+            }
+        })
     }
 
     /// Keeps the document of a committed metadata file for later loads.
