@@ -158,9 +158,10 @@ fn etag(metadata_location: &str, mode: SnapshotMode) -> String {
 }
 
 /// Parses metadata the store holds (it was written by us, so a failure is internal).
-fn parse_stored(tabular: &Tabular) -> Result<TableMetadata> {
-    serde_json::from_str(&tabular.metadata)
-        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {} is invalid: {e}", tabular.id)))
+/// Parses the stored metadata document of the table or view with id `id`.
+fn parse_stored(id: &str, document: &str) -> Result<TableMetadata> {
+    serde_json::from_str(document)
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {id} is invalid: {e}")))
 }
 
 /// Parses a metadata file's bytes (plain or gzip-compressed JSON).
@@ -412,14 +413,18 @@ impl Catalog {
         let head =
             self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
         let Some(head) = head else { return Ok(None) };
-        if let Some(Cached { document, parsed: Some(metadata) }) = self.metadata_cache().get(&head.metadata_location) {
-            return Ok(Some(Current { head, document, metadata }));
-        }
-        let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
-        let metadata = Arc::new(parse_stored(&row)?);
-        let document: Arc<str> = row.metadata.into();
-        self.metadata_cache().insert(&row.metadata_location, &document, Some(&metadata));
-        let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
+        let (head, document) = match self.metadata_cache().get(&head.metadata_location) {
+            Some(Cached { document, parsed: Some(metadata) }) => return Ok(Some(Current { head, document, metadata })),
+            // A load cached the document: parse it rather than read the row again.
+            Some(Cached { document, parsed: None }) => (head, document),
+            None => {
+                let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
+                let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
+                (head, Arc::from(row.metadata))
+            }
+        };
+        let metadata = Arc::new(parse_stored(&head.id, &document)?);
+        self.metadata_cache().insert(&head.metadata_location, &document, Some(&metadata));
         Ok(Some(Current { head, document, metadata }))
     }
 
