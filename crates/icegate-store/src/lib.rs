@@ -10,6 +10,7 @@
 mod access;
 mod heads;
 mod namespaces;
+mod sqlite_reads;
 mod tabulars;
 mod warehouses;
 
@@ -67,6 +68,8 @@ pub struct SqlStore {
     backend: Backend,
     /// Table heads in memory, only while this process alone writes the database.
     heads: Option<std::sync::Arc<heads::HeadCache>>,
+    /// SQLite only: the hottest point reads, run in place instead of on sqlx's worker thread.
+    reads: Option<std::sync::Arc<sqlite_reads::SqliteReads>>,
 }
 
 impl SqlStore {
@@ -75,6 +78,9 @@ impl SqlStore {
     pub fn connect_lazy(options: &StoreOptions) -> anyhow::Result<Self> {
         install_default_drivers();
         let backend = Backend::from_url(&options.url)?;
+        if backend == Backend::Sqlite {
+            sqlite_reads::configure_sqlite();
+        }
         let pool = AnyPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -92,7 +98,11 @@ impl SqlStore {
             })
             .connect_lazy(&options.url)
             .context("invalid database URL")?;
-        Ok(Self { pool, backend, heads: None })
+        let reads = match backend {
+            Backend::Sqlite => sqlite_reads::SqliteReads::for_url(&options.url).map(std::sync::Arc::new),
+            Backend::Postgres => None,
+        };
+        Ok(Self { pool, backend, heads: None, reads })
     }
 
     /// Keeps table and view heads in memory, so loads skip the database when nothing moved

@@ -206,6 +206,18 @@ pub(crate) async fn load(
     kind: TabularKind,
 ) -> Result<Option<Tabular>, CatalogError> {
     let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
+    if let Some(reads) = &store.reads {
+        let read = reads.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), |row| {
+            Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+        });
+        if let Some(found) = read {
+            return found
+                .map(|(id, kind, location, metadata_location, metadata)| {
+                    Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
+                })
+                .transpose();
+        }
+    }
     let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.as_ref().map(from_row).transpose()
 }
@@ -218,6 +230,14 @@ pub(crate) async fn load_head(
     kind: TabularKind,
 ) -> Result<Option<TabularHead>, CatalogError> {
     let sql = concat!("SELECT t.id, t.location, t.metadata_location ", by_name!());
+    if let Some(reads) = &store.reads {
+        let read = reads.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), |row| {
+            Ok(TabularHead { id: row.get(0)?, location: row.get(1)?, metadata_location: row.get(2)? })
+        });
+        if let Some(found) = read {
+            return Ok(found);
+        }
+    }
     let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.map(|row| {
         Ok(TabularHead {
