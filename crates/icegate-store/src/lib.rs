@@ -115,6 +115,12 @@ impl SqlStore {
         self
     }
 
+    /// SQLite: how many reads ran in place on the request's thread, and how many were handed
+    /// to the pool instead (see `sqlite_reads`). `None` on PostgreSQL or an in-memory database.
+    pub fn in_place_reads(&self) -> Option<(u64, u64)> {
+        self.reads.as_ref().map(|reads| reads.counts())
+    }
+
     pub fn backend_kind(&self) -> Backend {
         self.backend
     }

@@ -18,6 +18,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, Params, Row};
@@ -47,6 +48,9 @@ const MAX_IDLE: usize = 16;
 pub(crate) struct SqliteReads {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// Reads answered here, and reads handed back to sqlx.
+    done: AtomicU64,
+    handed_back: AtomicU64,
 }
 
 impl SqliteReads {
@@ -62,7 +66,12 @@ impl SqliteReads {
         if name.is_empty() || name == ":memory:" || name.starts_with("file:") {
             return None;
         }
-        Some(Self { path: path.to_owned(), idle: Mutex::default() })
+        Some(Self {
+            path: path.to_owned(),
+            idle: Mutex::default(),
+            done: AtomicU64::new(0),
+            handed_back: AtomicU64::new(0),
+        })
     }
 
     /// Runs `sql` for at most one row. `None`: the read could not be done here, ask sqlx.
@@ -76,6 +85,7 @@ impl SqliteReads {
             Ok(connection) => connection,
             Err(err) => {
                 tracing::debug!(error = %err, "in-place SQLite read unavailable; reading through the pool");
+                self.handed_back.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
         };
@@ -87,14 +97,21 @@ impl SqliteReads {
         match result {
             Ok(found) => {
                 self.give_back(connection);
+                self.done.fetch_add(1, Ordering::Relaxed);
                 Some(found)
             }
             Err(err) => {
                 // The connection is dropped: a fresh one starts from a clean state.
                 tracing::debug!(error = %err, "in-place SQLite read failed; reading through the pool");
+                self.handed_back.fetch_add(1, Ordering::Relaxed);
                 None
             }
         }
+    }
+
+    /// Reads answered in place, and reads handed back to sqlx, so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.done.load(Ordering::Relaxed), self.handed_back.load(Ordering::Relaxed))
     }
 
     fn take(&self) -> rusqlite::Result<Connection> {
@@ -154,6 +171,7 @@ mod tests {
         writer.execute("UPDATE t SET v = 'two' WHERE k = 'a'", []).unwrap();
         assert_eq!(get("a"), Some(Some("two".to_owned())));
         assert_eq!(reads.idle().len(), 1);
+        assert_eq!(reads.counts(), (3, 0));
         // These connections cannot write.
         let write = reads.query_row("DELETE FROM t RETURNING k", [], |row| row.get::<_, String>(0));
         assert_eq!(write, None);
@@ -166,5 +184,6 @@ mod tests {
         let reads = SqliteReads::for_url(&format!("sqlite://{}", dir.path().join("missing.db").display())).unwrap();
         assert_eq!(reads.query_row("SELECT 1", [], |row| row.get::<_, i64>(0)), None);
         assert!(!dir.path().join("missing.db").exists(), "a read must not create the database");
+        assert_eq!(reads.counts(), (0, 1));
     }
 }

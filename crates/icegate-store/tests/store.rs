@@ -465,6 +465,30 @@ async fn heads_follow_every_write(db: TestDatabase) {
     assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");
 }
 
+/// On SQLite, loads read their row in place (not through sqlx's connection thread) and see
+/// every committed write at once.
+async fn sqlite_loads_read_in_place(db: TestDatabase) {
+    let store = &db.store;
+    if store.backend_kind() != icegate_store::Backend::Sqlite {
+        assert_eq!(store.in_place_reads(), None, "PostgreSQL reads go through the pool");
+        return;
+    }
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let before = store.in_place_reads().expect("a database file is read in place");
+    let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!((row.id.as_str(), row.metadata_location.as_str()), (id.as_str(), v0));
+    store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(row.metadata_location, "v1");
+    assert!(store.load_tabular(&wh, &ns("db"), "missing", TabularKind::Table).await.unwrap().is_none());
+    assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::View).await.unwrap().is_none());
+    let after = store.in_place_reads().unwrap();
+    assert_eq!((after.0 - before.0, after.1 - before.1), (4, 0), "four reads, all in place");
+}
+
 /// Writers that take their expected location from the head, while readers load heads all the
 /// time: every swap lands exactly once, and the head ends where the row is.
 async fn heads_stay_current_under_concurrent_swaps(db: TestDatabase) {
@@ -569,6 +593,7 @@ store_tests!(
     tabulars_are_renamed_and_dropped,
     heads_follow_every_write,
     heads_stay_current_under_concurrent_swaps,
+    sqlite_loads_read_in_place,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one
