@@ -2,7 +2,8 @@
 # Does icegate stay flat as the catalog grows? Release `icegate serve` on SQLite (or on
 # PostgreSQL with ICEGATE_BENCH_DATABASE_URL), auth off:
 #   1. 1,000 tables (10 namespaces x 100): load-table and list-tables (page size 100), medians of 3;
-#   2. grown to 100,000 tables (10 namespaces x 10,000): the same;
+#   2. grown to 100,000 tables (10 namespaces x 10,000): the same, and load-table again over
+#      1,000 of the tables spread over the catalog (the 1,000-table run's working set);
 #   3. icegate's RSS after loading every one of the 100,000 tables;
 #   4. start-up time to /ready with the 100,000-table catalog.
 #
@@ -36,6 +37,8 @@ bench --tables-per-leaf 100 --workloads create-tree,http-floor,load-table,list-t
 rss "after 1,000 tables"
 echo "## 100,000 tables"
 bench --tables-per-leaf 10000 --create-connections 16 --workloads create-tree,http-floor,load-table,list-tables --repeat 3 "$@"
+echo "## 100,000 tables, loads over 1,000 of them"
+bench --tables-per-leaf 10000 --workloads load-table --working-set 1000 --repeat 3 "$@"
 rss "after loading tables of the 100,000-table catalog at random"
 kill "$pid"; wait "$pid" 2>/dev/null || true
 echo "## restart with 100,000 tables"

@@ -437,15 +437,35 @@ pub async fn read(target: &Target, tree: &Tree, connections: usize, duration: Du
     .await
 }
 
-/// `load-table`: loadTable only, optionally asking for vended credentials.
-pub async fn load_table(target: &Target, tree: &Tree, connections: usize, duration: Duration, vended: bool) -> Report {
-    let tables = Arc::new(tree.tables());
+/// The `size` tables a workload with a fixed working set visits, spread evenly over all of
+/// them (every table when `size` is 0 or at least their number). Holding the working set
+/// while the catalog grows measures the catalog's size alone; loads over every table also
+/// grow the working set.
+pub fn working_set(tables: Vec<String>, size: usize) -> Vec<String> {
+    if size == 0 || size >= tables.len() {
+        return tables;
+    }
+    let step = tables.len() / size;
+    tables.into_iter().step_by(step).take(size).collect()
+}
+
+/// `load-table`: loadTable only, optionally asking for vended credentials, over `working_set`
+/// tables (0: every table).
+pub async fn load_table(
+    target: &Target,
+    tree: &Tree,
+    connections: usize,
+    duration: Duration,
+    vended: bool,
+    working_set: usize,
+) -> Report {
+    let tables = Arc::new(self::working_set(tree.tables(), working_set));
     let target = target.clone();
     let name = if vended { "load-table-vended" } else { "load-table" };
     run(name, connections, duration, move |worker, n| {
         let (target, tables) = (target.clone(), tables.clone());
         async move {
-            // Spread over every table: with a large catalog each worker visits all of them.
+            // Spread over the working set: with a large one each worker visits all of it.
             let path = &tables[(worker * 7919 + n * 104_729) % tables.len()];
             let mut request = target.http.get(target.url(path));
             if let Some(token) = &target.token {
@@ -777,4 +797,19 @@ pub fn markdown(reports: &[Report]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::working_set;
+
+    #[test]
+    fn a_working_set_is_spread_over_the_whole_catalog() {
+        let tables: Vec<String> = (0..1000).map(|t| format!("t{t}")).collect();
+        let set = working_set(tables.clone(), 10);
+        assert_eq!(set, ["t0", "t100", "t200", "t300", "t400", "t500", "t600", "t700", "t800", "t900"]);
+        assert_eq!(working_set(tables.clone(), 0).len(), 1000);
+        assert_eq!(working_set(tables.clone(), 5000).len(), 1000);
+        assert_eq!(working_set(tables, 999).len(), 999);
+    }
 }

@@ -50,6 +50,10 @@ struct Args {
     /// Runs of every timed workload; the report shows the median run (by throughput).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// load-table, load-table-vended: how many tables the loads visit, spread evenly over the
+    /// catalog (0: every table).
+    #[arg(long, default_value_t = 0)]
+    working_set: usize,
     /// Writers of commit-hot.
     #[arg(long, default_value_t = 16)]
     hot_writers: usize,
@@ -92,8 +96,12 @@ async fn main() -> anyhow::Result<()> {
             for _ in 0..args.repeat.max(1) {
                 runs.push(match workload.as_str() {
                     "read" => read(&target, &tree, args.connections, duration).await,
-                    "load-table" => load_table(&target, &tree, args.connections, duration, false).await,
-                    "load-table-vended" => load_table(&target, &tree, args.connections, duration, true).await,
+                    "load-table" => {
+                        load_table(&target, &tree, args.connections, duration, false, args.working_set).await
+                    }
+                    "load-table-vended" => {
+                        load_table(&target, &tree, args.connections, duration, true, args.working_set).await
+                    }
                     "list-tables" => list_tables(&target, &tree, args.connections, duration).await,
                     "commit" => {
                         let connections = args.connections.min(tree.tables().len());

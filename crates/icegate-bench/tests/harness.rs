@@ -64,7 +64,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     assert_eq!(loaded["metadata"]["current-snapshot-id"], 1_000_002);
     reports.push(icegate_bench::http_floor(&target, 4, second).await);
     reports.push(icegate_bench::read(&target, &tree, 4, second).await);
-    reports.push(icegate_bench::load_table(&target, &tree, 4, second, false).await);
+    reports.push(icegate_bench::load_table(&target, &tree, 4, second, false, 0).await);
     reports.push(icegate_bench::list_tables(&target, &tree, 4, second).await);
     // Tables keep 5 snapshots: the 3 of create-tree, then each append beyond 5 removes the oldest.
     let commit = icegate_bench::commit(&target, &tree, 4, second, 5).await.unwrap();
