@@ -14,6 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::access::{AccessStore, Caller, PrincipalRecord};
 use crate::error::{CatalogError, Result};
@@ -94,6 +95,22 @@ pub struct Authenticator {
     access: Arc<dyn AccessStore>,
     encoding: EncodingKey,
     decoding: DecodingKey,
+    validation: Validation,
+    /// Tokens already verified, by SHA-256 of the token (tokens themselves are not kept), until
+    /// they expire. A token never changes, so its verification holds until its `exp`: this
+    /// skips decoding, two JSON parses and the HMAC on every request after the first (perf:
+    /// verification was a tenth of an authenticated loadTable's cycles).
+    verified: quick_cache::sync::Cache<[u8; 32], Verified>,
+}
+
+/// How many verified tokens are remembered.
+const VERIFIED_TOKENS: usize = 10_000;
+
+#[derive(Clone)]
+struct Verified {
+    id: String,
+    name: String,
+    exp: u64,
 }
 
 impl Authenticator {
@@ -113,11 +130,19 @@ impl Authenticator {
         }
         let invalid =
             |e: jsonwebtoken::errors::Error| CatalogError::bad_request(format!("invalid token signing key: {e}"));
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[&settings.issuer]);
+        validation.set_audience(&[&settings.audience]);
+        validation.leeway = settings.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         Ok(Self {
             settings,
             access,
             encoding: EncodingKey::from_secret(key.as_bytes()).map_err(invalid)?,
             decoding: DecodingKey::from_secret(key.as_bytes()).map_err(invalid)?,
+            validation,
+            verified: quick_cache::sync::Cache::new(VERIFIED_TOKENS),
         })
     }
 
@@ -195,14 +220,21 @@ impl Authenticator {
         if token.is_empty() || token == "None" {
             return Err(refuse("empty bearer token"));
         }
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_issuer(&[&self.settings.issuer]);
-        validation.set_audience(&[&self.settings.audience]);
-        validation.leeway = self.settings.leeway.as_secs();
-        validation.validate_nbf = true;
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        match jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation) {
-            Ok(data) => Ok(Caller::Principal { id: data.claims.sub, name: data.claims.name }),
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let leeway = self.validation.leeway;
+        if let Some(known) = self.verified.get(&digest) {
+            // Expired exactly when jsonwebtoken would say so: `exp` more than `leeway` ago.
+            if now_secs() <= known.exp.saturating_add(leeway) {
+                return Ok(Caller::Principal { id: known.id, name: known.name });
+            }
+            self.verified.remove(&digest);
+        }
+        match jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation) {
+            Ok(data) => {
+                let Claims { sub, name, exp, .. } = data.claims;
+                self.verified.insert(digest, Verified { id: sub.clone(), name: name.clone(), exp });
+                Ok(Caller::Principal { id: sub, name })
+            }
             Err(err) => Err(refuse(&format!("invalid token: {err}"))),
         }
     }

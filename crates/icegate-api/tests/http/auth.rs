@@ -173,6 +173,21 @@ async fn bad_credentials_are_401_and_say_nothing_more(app: TestApp) {
     assert_eq!(app.get("/health").await.0, 200);
 }
 
+/// Verified tokens are remembered (by digest) to skip verifying them again; a remembered token
+/// is still refused the moment it expires (`exp` plus the 5 s leeway of the test server).
+async fn a_remembered_token_still_expires(app: TestApp) {
+    let hs = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    let token = forge(TEST_SIGNING_KEY, hs, "icegate", "icegate", -4);
+    let status = || async {
+        app.client.get(app.url("/v1/{prefix}/namespaces")).bearer_auth(&token).send().await.unwrap().status()
+    };
+    for _ in 0..3 {
+        assert_ne!(status().await, 401, "valid for one more second (leeway)");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert_eq!(status().await, 401, "expired, though verified before");
+}
+
 async fn the_admin_may_do_everything(app: TestApp) {
     let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
     seed(&app, &admin).await;
@@ -455,6 +470,7 @@ secured_http_tests!(
     every_operation_is_closed_to_strangers,
     tokens_are_issued_for_client_credentials_only,
     bad_credentials_are_401_and_say_nothing_more,
+    a_remembered_token_still_expires,
     the_admin_may_do_everything,
     a_reader_reads_one_table_and_sees_nothing_else,
     grants_on_a_namespace_apply_to_everything_below,
