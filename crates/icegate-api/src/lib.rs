@@ -78,6 +78,9 @@ pub struct HttpOptions {
     pub max_header_bytes: usize,
     /// `server.public-url`: the catalog's URL as clients reach it.
     pub public_url: Option<String>,
+    /// Requests handled at once; beyond it a request is answered at once with 503 and
+    /// `Retry-After` instead of queueing (0: no bound). Health, readiness and metrics are exempt.
+    pub max_in_flight: usize,
 }
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
@@ -115,6 +118,8 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
         // Authorization before idempotency: a replay is only for a caller allowed to make the request.
         .layer(axum::middleware::from_fn_with_state(state, authz::guard))
+        // Shed before authenticating (cheap), inside the metrics so shed requests are counted.
+        .layer(axum::middleware::from_fn_with_state(InFlight::new(options.max_in_flight), shed_load))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
         .layer(trace)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
@@ -125,6 +130,43 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
 
 /// Middleware: 431 (in the Iceberg error format) for requests with oversized headers. hyper
 /// refuses far larger heads by itself; this sets the limit clients actually meet.
+/// The bound on requests in flight (`None`: unbounded).
+#[derive(Clone)]
+struct InFlight(Option<Arc<tokio::sync::Semaphore>>);
+
+impl InFlight {
+    fn new(max: usize) -> Self {
+        Self((max > 0).then(|| Arc::new(tokio::sync::Semaphore::new(max))))
+    }
+}
+
+/// Load shedding: past capacity, queued requests only add latency until every request times
+/// out (an open-loop run on PostgreSQL fell from 3,000 to 2,000 answers/s with seconds of
+/// latency). A request over the bound is answered at once with 503 and `Retry-After`, which
+/// Iceberg clients retry, so the admitted ones keep their latency. Probes and metrics are exempt.
+async fn shed_load(
+    axum::extract::State(in_flight): axum::extract::State<InFlight>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let Some(semaphore) = in_flight.0 else { return next.run(request).await };
+    if matches!(request.uri().path(), "/health" | "/ready" | "/metrics") {
+        return next.run(request).await;
+    }
+    let Ok(_permit) = semaphore.try_acquire_owned() else {
+        let mut response = error::ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableException",
+            "the catalog is at its limit of requests in flight (server.max_in_flight_requests); retry shortly",
+        )
+        .into_response();
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+        return response;
+    };
+    next.run(request).await
+}
+
 async fn limit_headers(
     axum::extract::State(limit): axum::extract::State<usize>,
     request: Request,

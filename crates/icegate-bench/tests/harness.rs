@@ -40,6 +40,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         idempotency_key_lifetime: Duration::from_secs(600),
         max_header_bytes: 1 << 16,
         public_url: None,
+        max_in_flight: 512,
     };
     let app = icegate_api::app(catalog, security, Metrics::new(), &options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -102,6 +102,8 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
     pub max_header_bytes: usize,
+    /// Requests handled at once; more are answered with 503 + Retry-After (0: no bound).
+    pub max_in_flight_requests: usize,
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
     /// A connection that has not sent a complete request head within this is closed.
@@ -175,6 +177,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 16 * 1024 * 1024,
             max_header_bytes: 64 * 1024,
+            max_in_flight_requests: 512,
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
             public_url: None,

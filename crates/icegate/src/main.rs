@@ -221,6 +221,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             idempotency_key_lifetime: config.catalog.idempotency_key_lifetime,
             max_header_bytes: config.server.max_header_bytes,
             public_url: config.server.public_url.clone(),
+            max_in_flight: config.server.max_in_flight_requests,
         },
     );
     icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);

@@ -39,6 +39,7 @@ pub fn default_options() -> HttpOptions {
         idempotency_key_lifetime: Duration::from_secs(1800),
         max_header_bytes: 16 * 1024,
         public_url: None,
+        max_in_flight: 512,
     }
 }
 

@@ -270,6 +270,34 @@ async fn internal_errors_send_an_error_id_and_no_internals() {
     }
 }
 
+/// Past `max_in_flight` requests, more are answered at once with 503 + Retry-After (probes
+/// still answer), and requests are admitted again as soon as the running ones end.
+#[tokio::test]
+async fn requests_beyond_the_in_flight_bound_are_shed() {
+    let options = HttpOptions { request_timeout: Duration::from_millis(1500), max_in_flight: 2, ..default_options() };
+    let app = Arc::new(TestApp::serve(Arc::new(BrokenStore { hang: true }), None, options).await);
+    let mut hanging = Vec::new();
+    for _ in 0..2 {
+        let app = app.clone();
+        hanging.push(tokio::spawn(async move { app.get("/management/v1/warehouses").await.0 }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    let response = app.client.get(app.url("/v1/config")).send().await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+    let body: serde_json::Value = response.json().await.unwrap();
+    let message = assert_error((reqwest::StatusCode::SERVICE_UNAVAILABLE, body), 503, "ServiceUnavailableException");
+    assert!(message.contains("max_in_flight_requests"), "{message}");
+    assert!(started.elapsed() < Duration::from_millis(500), "shed at once, not queued");
+    assert_eq!(app.get("/health").await.0, 200, "probes are exempt");
+    for request in hanging {
+        assert_eq!(request.await.unwrap(), 503, "the hanging requests end at the timeout");
+    }
+    // Admitted again: an unknown route answers 404, not 503.
+    assert_error(app.get("/v1/nothing-here").await, 404, "NotFoundException");
+}
+
 #[tokio::test]
 async fn a_request_past_the_timeout_is_503() {
     let options = HttpOptions { request_timeout: Duration::from_millis(300), ..default_options() };
