@@ -177,7 +177,7 @@ impl Default for ServerConfig {
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 16 * 1024 * 1024,
             max_header_bytes: 64 * 1024,
-            max_in_flight_requests: 512,
+            max_in_flight_requests: 128,
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
             public_url: None,
