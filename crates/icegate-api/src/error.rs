@@ -131,7 +131,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn error_response(status: StatusCode, r#type: &str, message: String) -> Response {
+pub(crate) fn error_response(status: StatusCode, r#type: &str, message: String) -> Response {
     let body = IcebergErrorResponse { error: ErrorModel { message, r#type: r#type.to_owned(), code: status.as_u16() } };
     let mut response = (status, axum::Json(body)).into_response();
     response.extensions_mut().insert(IcebergBody);

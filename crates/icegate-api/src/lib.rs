@@ -128,8 +128,6 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
 }
 
-/// Middleware: 431 (in the Iceberg error format) for requests with oversized headers. hyper
-/// refuses far larger heads by itself; this sets the limit clients actually meet.
 /// The bound on requests in flight (`None`: unbounded).
 #[derive(Clone)]
 struct InFlight(Option<Arc<tokio::sync::Semaphore>>);
@@ -142,31 +140,40 @@ impl InFlight {
 
 /// Load shedding: past capacity, queued requests only add latency until every request times
 /// out (an open-loop run on PostgreSQL fell from 3,000 to 2,000 answers/s with seconds of
-/// latency). A request over the bound is answered at once with 503 and `Retry-After`, which
-/// Iceberg clients retry, so the admitted ones keep their latency. Probes and metrics are exempt.
+/// latency). A request over the bound is answered at once with 503 and `Retry-After` (Iceberg's
+/// Java client retries it), so the admitted ones keep their latency. Probes and metrics are
+/// exempt. Shed requests are counted by the request metrics and logged at debug only: a warning
+/// per request would add work exactly when there is too much of it.
 async fn shed_load(
     axum::extract::State(in_flight): axum::extract::State<InFlight>,
     request: Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let Some(semaphore) = in_flight.0 else { return next.run(request).await };
-    if matches!(request.uri().path(), "/health" | "/ready" | "/metrics") {
-        return next.run(request).await;
-    }
-    let Ok(_permit) = semaphore.try_acquire_owned() else {
-        let mut response = error::ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableException",
-            "the catalog is at its limit of requests in flight (server.max_in_flight_requests); retry shortly",
-        )
-        .into_response();
-        response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
-        return response;
+    let exempt = matches!(request.uri().path(), "/health" | "/ready" | "/metrics");
+    let _permit = match in_flight.0 {
+        Some(semaphore) if !exempt => match semaphore.try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                tracing::debug!(path = %request.uri().path(), "request shed: too many in flight");
+                let mut response = error::error_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "ServiceUnavailableException",
+                    "the catalog is at its limit of requests in flight (server.max_in_flight_requests); retry shortly"
+                        .into(),
+                );
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+                return response;
+            }
+        },
+        _ => None,
     };
     next.run(request).await
 }
 
+/// Middleware: 431 (in the Iceberg error format) for requests with oversized headers. hyper
+/// refuses far larger heads by itself; this sets the limit clients actually meet.
 async fn limit_headers(
     axum::extract::State(limit): axum::extract::State<usize>,
     request: Request,

@@ -157,8 +157,8 @@ fn etag(metadata_location: &str, mode: SnapshotMode) -> String {
     format!("\"{hex}\"")
 }
 
-/// Parses metadata the store holds (it was written by us, so a failure is internal).
-/// Parses the stored metadata document of the table or view with id `id`.
+/// Parses the stored metadata document of the table or view with id `id` (it was written by
+/// us, so a failure is internal).
 fn parse_stored(id: &str, document: &str) -> Result<TableMetadata> {
     serde_json::from_str(document)
         .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {id} is invalid: {e}")))

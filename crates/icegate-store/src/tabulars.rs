@@ -198,6 +198,17 @@ async fn fetch_by_name(
         .map_err(db_error)
 }
 
+/// Runs `sql` (a SELECT ending in [`by_name!`]) for one table or view on SQLite's in-place
+/// read connections; `None` when the store has none or the read must go through sqlx.
+fn read_in_place<T>(
+    store: &SqlStore,
+    sql: &str,
+    (warehouse_id, namespace, name, kind): (&str, &NamespaceIdent, &str, TabularKind),
+    map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Option<Option<T>> {
+    store.reads.as_ref()?.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), map)
+}
+
 pub(crate) async fn load(
     store: &SqlStore,
     warehouse_id: &str,
@@ -206,17 +217,16 @@ pub(crate) async fn load(
     kind: TabularKind,
 ) -> Result<Option<Tabular>, CatalogError> {
     let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
-    if let Some(reads) = &store.reads {
-        let read = reads.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), |row| {
-            Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
-        });
-        if let Some(found) = read {
-            return found
-                .map(|(id, kind, location, metadata_location, metadata)| {
-                    Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
-                })
-                .transpose();
-        }
+    let key = (warehouse_id, namespace, name, kind);
+    let read = read_in_place(store, sql, key, |row| {
+        Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+    });
+    if let Some(found) = read {
+        return found
+            .map(|(id, kind, location, metadata_location, metadata)| {
+                Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
+            })
+            .transpose();
     }
     let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.as_ref().map(from_row).transpose()
@@ -230,13 +240,12 @@ pub(crate) async fn load_head(
     kind: TabularKind,
 ) -> Result<Option<TabularHead>, CatalogError> {
     let sql = concat!("SELECT t.id, t.location, t.metadata_location ", by_name!());
-    if let Some(reads) = &store.reads {
-        let read = reads.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), |row| {
-            Ok(TabularHead { id: row.get(0)?, location: row.get(1)?, metadata_location: row.get(2)? })
-        });
-        if let Some(found) = read {
-            return Ok(found);
-        }
+    let key = (warehouse_id, namespace, name, kind);
+    let read = read_in_place(store, sql, key, |row| {
+        Ok(TabularHead { id: row.get(0)?, location: row.get(1)?, metadata_location: row.get(2)? })
+    });
+    if let Some(found) = read {
+        return Ok(found);
     }
     let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.map(|row| {
