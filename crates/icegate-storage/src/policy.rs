@@ -47,7 +47,8 @@ pub fn session_policy(region: &str, bucket: &str, keys: &[String], access: Acces
         actions.extend(WRITE_ACTIONS);
     }
     let objects: Vec<String> = keys.iter().map(|k| format!("{bucket_arn}/{}/*", escape(k))).collect();
-    let prefixes: Vec<String> = keys.iter().flat_map(|k| [escape(k), format!("{}/*", escape(k))]).collect();
+    // With the trailing slash: a bare `wh/ns/t1` would also list `wh/ns/t10/...`.
+    let prefixes: Vec<String> = keys.iter().flat_map(|k| [format!("{}/", escape(k)), format!("{}/*", escape(k))]).collect();
     let policy: Value = json!({
         "Version": "2012-10-17",
         "Statement": [
@@ -92,7 +93,7 @@ mod tests {
         let list = &policy["Statement"][1];
         assert_eq!(list["Action"], "s3:ListBucket");
         assert_eq!(list["Resource"], "arn:aws:s3:::lake");
-        assert_eq!(list["Condition"]["StringLike"]["s3:prefix"], json!(["wh/db/t", "wh/db/t/*"]));
+        assert_eq!(list["Condition"]["StringLike"]["s3:prefix"], json!(["wh/db/t/", "wh/db/t/*"]));
         assert!(!policy.to_string().contains("PutObject"));
     }
 

@@ -147,6 +147,10 @@ fn delete_keys(body: &str) -> Result<Vec<String>> {
     let invalid = |e: &dyn std::fmt::Display| CatalogError::bad_request(format!("invalid DeleteObjects body: {e}"));
     loop {
         match reader.read_event().map_err(|e| invalid(&e))? {
+            // Markup inside a key is something the store may read differently: refused.
+            Event::Start(_) | Event::Empty(_) if current.is_some() => {
+                return Err(refuse("DeleteObjects body has markup inside a Key"));
+            }
             Event::Start(e) if e.local_name().as_ref() == b"Key" => current = Some(String::new()),
             Event::End(e) if e.local_name().as_ref() == b"Key" => keys.extend(current.take()),
             Event::Text(text) => {
@@ -154,6 +158,12 @@ fn delete_keys(body: &str) -> Result<Vec<String>> {
                     key.push_str(&text.decode().map_err(|e| invalid(&e))?);
                 }
             }
+            Event::CData(text) => {
+                if let Some(key) = current.as_mut() {
+                    key.push_str(&text.decode().map_err(|e| invalid(&e))?);
+                }
+            }
+            Event::DocType(_) => return Err(refuse("DeleteObjects body declares a document type")),
             Event::GeneralRef(reference) => {
                 if let Some(key) = current.as_mut() {
                     let name = reference.decode().map_err(|e| invalid(&e))?;
@@ -176,43 +186,178 @@ fn delete_keys(body: &str) -> Result<Vec<String>> {
     Ok(keys)
 }
 
-/// Splits a request URI into the object key (empty for the bucket) and its query, checking that
-/// it addresses this warehouse's bucket on its endpoint.
-fn locate(access: &S3Access, uri: &url::Url) -> Result<(String, Vec<(String, String)>)> {
-    let host = uri.host_str().ok_or_else(|| CatalogError::bad_request("the request URI has no host"))?;
-    let bucket = access.bucket.as_str();
-    let endpoint_host = match &access.profile.endpoint {
-        Some(endpoint) => {
-            let endpoint = url::Url::parse(endpoint).map_err(|e| CatalogError::Internal(anyhow::anyhow!("{e}")))?;
-            Some((endpoint.host_str().unwrap_or_default().to_owned(), endpoint.port_or_known_default()))
-        }
-        None => None,
-    };
-    let path = uri.path();
-    let (service_host, raw_key) = match host.strip_prefix(bucket).and_then(|h| h.strip_prefix('.')) {
-        Some(service_host) => (service_host.to_owned(), path.trim_start_matches('/').to_owned()),
-        None => {
-            let rest = path
-                .strip_prefix('/')
-                .and_then(|p| p.strip_prefix(bucket))
-                .filter(|rest| rest.is_empty() || rest.starts_with('/'))
-                .ok_or_else(|| refuse(format!("the request is not for bucket {bucket}")))?;
-            (host.to_owned(), rest.trim_start_matches('/').to_owned())
-        }
-    };
-    let endpoint_ok = match endpoint_host {
-        Some((endpoint_host, port)) => service_host == endpoint_host && uri.port_or_known_default() == port,
-        None => service_host.ends_with(".amazonaws.com") || service_host == "amazonaws.com",
-    };
-    if !endpoint_ok {
-        return Err(refuse(format!("{host} is not this warehouse's storage endpoint")));
+/// The request URI, checked to be exactly the form the store will act on. A client could
+/// otherwise have one URI checked and another one acted on: dot segments (`/x/../lake/...`),
+/// their percent-encoded forms, encoded separators and anything a URL parser rewrites. The URI
+/// is refused unless parsing leaves it unchanged, so what is checked is what is signed.
+fn canonical_uri(raw: &str) -> Result<url::Url> {
+    if raw.chars().any(|c| c.is_whitespace() || c.is_control() || c == '\\' || c == '#') {
+        return Err(refuse("the request URI contains whitespace, a backslash or a fragment"));
     }
+    let uri = url::Url::parse(raw).map_err(|e| CatalogError::bad_request(format!("invalid request URI: {e}")))?;
+    if !matches!(uri.scheme(), "http" | "https") {
+        return Err(refuse(format!("{}:// is not an S3 request URI", uri.scheme())));
+    }
+    if !uri.username().is_empty() || uri.password().is_some() {
+        return Err(refuse("the request URI carries user information"));
+    }
+    for segment in uri.path().split('/') {
+        let lower = segment.to_ascii_lowercase();
+        if lower.contains("%2f") || lower.contains("%5c") {
+            return Err(refuse("the request path contains an encoded separator"));
+        }
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+        if decoded == "." || decoded == ".." {
+            return Err(refuse("the request path contains a dot segment"));
+        }
+    }
+    if uri.as_str() != raw {
+        return Err(refuse(format!(
+            "the request URI is not in canonical form (a store would read it as {})",
+            uri.as_str()
+        )));
+    }
+    Ok(uri)
+}
+
+/// Where the warehouse's bucket is served: the profile's endpoint, or AWS's S3 hosts for its
+/// region. Each entry is an exact host and port.
+pub(crate) fn service_hosts(endpoint: Option<&str>, region: &str) -> Result<Vec<(String, u16)>> {
+    if let Some(endpoint) = endpoint {
+        let endpoint = url::Url::parse(endpoint).map_err(|e| CatalogError::Internal(anyhow::anyhow!("{e}")))?;
+        let host = endpoint.host_str().unwrap_or_default().to_ascii_lowercase();
+        let port = endpoint.port_or_known_default().unwrap_or(443);
+        return Ok(vec![(host, port)]);
+    }
+    let suffix = if region.starts_with("cn-") { "amazonaws.com.cn" } else { "amazonaws.com" };
+    let mut hosts = vec![
+        format!("s3.{region}.{suffix}"),
+        format!("s3-{region}.{suffix}"),
+        format!("s3.dualstack.{region}.{suffix}"),
+    ];
+    if region == "us-east-1" {
+        hosts.push(format!("s3.{suffix}"));
+    }
+    Ok(hosts.into_iter().flat_map(|h| [(h.clone(), 443), (h, 80)]).collect())
+}
+
+/// Splits a request URI into the object key (empty for the bucket) and its query, checking that
+/// it addresses exactly this warehouse's bucket: virtual-hosted (`<bucket>.<service host>`) or
+/// path-style (`<service host>/<bucket>/...`), on one of `hosts`. Nothing is matched by
+/// suffix, so `lake.x.s3...` (bucket `lake.x`) is not bucket `lake`.
+pub(crate) fn locate(
+    bucket: &str,
+    hosts: &[(String, u16)],
+    uri: &url::Url,
+) -> Result<(String, Vec<(String, String)>)> {
+    let host = uri.host_str().ok_or_else(|| CatalogError::bad_request("the request URI has no host"))?;
+    let port = uri.port_or_known_default().unwrap_or(0);
+    let path = uri.path();
+    let virtual_hosted = hosts.iter().any(|(service, p)| *p == port && host == format!("{bucket}.{service}"));
+    let raw_key = if virtual_hosted {
+        path.strip_prefix('/').unwrap_or(path).to_owned()
+    } else if hosts.iter().any(|(service, p)| *p == port && host == service) {
+        let rest = path
+            .strip_prefix('/')
+            .and_then(|p| p.strip_prefix(bucket))
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+            .ok_or_else(|| refuse(format!("the request is not for bucket {bucket}")))?;
+        rest.strip_prefix('/').unwrap_or(rest).to_owned()
+    } else {
+        return Err(refuse(format!("{host} is not this warehouse's storage endpoint for bucket {bucket}")));
+    };
     let key = percent_encoding::percent_decode_str(&raw_key)
         .decode_utf8()
         .map_err(|_| CatalogError::bad_request("the object key is not UTF-8"))?
         .into_owned();
     let query = uri.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
     Ok((key, query))
+}
+
+/// Headers the signer sets itself; a client's values for them are replaced.
+const SIGNER_HEADERS: [&str; 4] = ["authorization", "x-amz-date", "x-amz-security-token", "x-amz-content-sha256"];
+
+/// Whether a header of the client's request may be signed for `operation`. `x-amz-*` headers
+/// outside this list refuse the request: S3 acts on them (`x-amz-acl`, `x-amz-grant-*`,
+/// `x-amz-tagging`, `x-amz-website-redirect-location`, object lock, KMS keys, ...), and a
+/// signature must not carry a change of exposure that the sub-resource rules refuse.
+fn header_allowed(operation: &str, name: &str) -> bool {
+    let writes = matches!(operation, "PutObject" | "MultipartUpload");
+    match name {
+        "content-type" | "content-md5" | "x-amz-expected-bucket-owner" | "x-amz-request-payer" => true,
+        "range" | "if-match" | "if-none-match" | "if-modified-since" | "if-unmodified-since" | "x-amz-checksum-mode" => {
+            true
+        }
+        "x-amz-sdk-checksum-algorithm"
+        | "x-amz-checksum-crc32"
+        | "x-amz-checksum-crc32c"
+        | "x-amz-checksum-crc64nvme"
+        | "x-amz-checksum-sha1"
+        | "x-amz-checksum-sha256"
+        | "x-amz-checksum-type" => writes || operation == "DeleteObjects",
+        "content-encoding" | "x-amz-trailer" | "x-amz-decoded-content-length" | "x-amz-server-side-encryption" => {
+            writes
+        }
+        "x-amz-copy-source"
+        | "x-amz-copy-source-range"
+        | "x-amz-metadata-directive"
+        | "x-amz-copy-source-if-match"
+        | "x-amz-copy-source-if-none-match"
+        | "x-amz-copy-source-if-modified-since"
+        | "x-amz-copy-source-if-unmodified-since" => operation == "PutObject",
+        other => writes && other.starts_with("x-amz-meta-"),
+    }
+}
+
+/// Whether a header is one S3 requires to be signed when present (every `x-amz-*`).
+fn must_be_signed(name: &str) -> bool {
+    name.starts_with("x-amz-") || name == "content-md5"
+}
+
+/// The payload hash to sign, and headers the signer sets from the body it checked.
+///
+/// A body that decides what is touched (DeleteObjects' key list) is hashed here: the signature
+/// then holds only for exactly the body that was checked, and the store refuses any other. The
+/// client's claimed hashes and checksums are replaced or verified, never trusted. For other
+/// operations the body does not choose what is touched, so the client's own payload hash (or
+/// `UNSIGNED-PAYLOAD`) is signed as it stands.
+fn payload(
+    operation: &Operation,
+    headers: &BTreeMap<String, Vec<String>>,
+    body: Option<&str>,
+) -> Result<(String, Vec<(String, String)>)> {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use sha2::Digest;
+    let header = |name: &str| headers.get(name).and_then(|v| v.first()).map(String::as_str);
+    if operation.name == "DeleteObjects" {
+        let body = body.ok_or_else(|| refuse("DeleteObjects needs its body to check every key"))?.as_bytes();
+        let sha256 = sha2::Sha256::digest(body);
+        let mut computed = vec![("content-md5".to_owned(), STANDARD.encode(<md5::Md5 as md5::Digest>::digest(body)))];
+        for (name, values) in headers {
+            let Some(algorithm) = name.strip_prefix("x-amz-checksum-") else { continue };
+            let claimed = values.first().map(String::as_str).unwrap_or_default();
+            let actual = match algorithm {
+                "crc32" => STANDARD.encode(crc32fast::hash(body).to_be_bytes()),
+                "sha256" => STANDARD.encode(sha256),
+                "mode" | "type" => continue,
+                other => return Err(refuse(format!("DeleteObjects with an x-amz-checksum-{other} cannot be checked"))),
+            };
+            if claimed != actual {
+                return Err(refuse(format!("x-amz-checksum-{algorithm} does not match the body that was checked")));
+            }
+            computed.push((name.clone(), actual));
+        }
+        let hex: String = sha256.iter().map(|b| format!("{b:02x}")).collect();
+        return Ok((hex, computed));
+    }
+    let claimed = header("x-amz-content-sha256").unwrap_or(UNSIGNED_PAYLOAD);
+    let is_hash = claimed.len() == 64 && claimed.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    if claimed == UNSIGNED_PAYLOAD || claimed == "STREAMING-UNSIGNED-PAYLOAD-TRAILER" || is_hash {
+        Ok((claimed.to_owned(), Vec::new()))
+    } else {
+        Err(refuse(format!("payload hash {claimed:?} cannot be signed")))
+    }
 }
 
 /// Checks `request` against the table and signs it.
@@ -223,11 +368,13 @@ pub(crate) fn check_and_sign(
     request: &SignRequest,
     credentials: &Credentials,
 ) -> Result<(SignResult, Operation)> {
-    let uri = url::Url::parse(&request.uri)
-        .map_err(|e| CatalogError::bad_request(format!("invalid request URI {}: {e}", request.uri)))?;
-    let (key, query) = locate(access, &uri)?;
-    let headers: BTreeMap<String, Vec<String>> =
-        request.headers.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())).collect();
+    let uri = canonical_uri(&request.uri)?;
+    let hosts = service_hosts(access.profile.endpoint.as_deref(), &access.profile.region)?;
+    let (key, query) = locate(&access.bucket, &hosts, &uri)?;
+    let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (name, values) in &request.headers {
+        headers.entry(name.to_ascii_lowercase()).or_default().extend(values.iter().cloned());
+    }
     let operation = classify(&request.method, &key, &query, &headers, request.body.as_deref())?;
     if operation.access == AccessLevel::ReadWrite && level == AccessLevel::Read {
         return Err(refuse(format!("{} needs write access to the table", operation.name)));
@@ -239,28 +386,30 @@ pub(crate) fn check_and_sign(
         };
         // A prefix may name the table directory itself ("wh/t/"): check it as a file below.
         let probe = if location.ends_with('/') { format!("{location}x") } else { location.clone() };
-        if !locations.contains(&probe) {
+        if !locations.contains(&probe) || touched.split('/').any(|segment| segment == "." || segment == "..") {
             return Err(refuse(format!("{location} lies outside the table")));
         }
     }
+    let (payload_hash, computed) = payload(&operation, &headers, request.body.as_deref())?;
 
-    // Sign host, content-md5/type and every x-amz-* header the client sends.
-    let payload = headers
-        .get("x-amz-content-sha256")
-        .and_then(|v| v.first())
-        .cloned()
-        .unwrap_or_else(|| UNSIGNED_PAYLOAD.to_owned());
+    // Sign the host, the headers computed from the checked body, and the client's headers that
+    // the operation allows; any other header S3 would act on refuses the request.
     let host = match uri.port() {
         Some(port) => format!("{}:{port}", uri.host_str().unwrap_or_default()),
         None => uri.host_str().unwrap_or_default().to_owned(),
     };
-    let mut to_sign: Vec<(String, String)> = vec![("host".into(), host)];
+    let mut to_sign: BTreeMap<String, String> = BTreeMap::from([("host".to_owned(), host)]);
     for (name, values) in &headers {
-        let signed = name.starts_with("x-amz-") || name == "content-md5" || name == "content-type";
-        if signed && name != "x-amz-date" && name != "x-amz-security-token" && name != "x-amz-content-sha256" {
-            to_sign.push((name.clone(), values.join(",")));
+        if SIGNER_HEADERS.contains(&name.as_str()) || name == "host" {
+            continue;
+        }
+        if header_allowed(operation.name, name) {
+            to_sign.insert(name.clone(), values.join(","));
+        } else if must_be_signed(name) {
+            return Err(refuse(format!("the {name} header is not allowed on {}", operation.name)));
         }
     }
+    to_sign.extend(computed.iter().cloned());
     let mut settings = SigningSettings::default();
     settings.percent_encoding_mode = PercentEncodingMode::Single;
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
@@ -278,25 +427,29 @@ pub(crate) fn check_and_sign(
         .into();
     let signable = SignableRequest::new(
         &request.method,
-        request.uri.as_str(),
+        uri.as_str(),
         to_sign.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        SignableBody::Precomputed(payload),
+        SignableBody::Precomputed(payload_hash),
     )
     .map_err(|e| CatalogError::bad_request(format!("cannot sign this request: {e}")))?;
     let (instructions, _) = sign(signable, &params)
         .map_err(|e| CatalogError::Internal(anyhow::anyhow!("signing failed: {e}")))?
         .into_parts();
+    // The client's headers, less those the signer sets or replaced, then what was signed.
     let mut out: BTreeMap<String, Vec<String>> = request
         .headers
         .iter()
-        .filter(|(k, _)| !k.eq_ignore_ascii_case("authorization"))
+        .filter(|(k, _)| {
+            let k = k.to_ascii_lowercase();
+            !SIGNER_HEADERS.contains(&k.as_str()) && !computed.iter().any(|(c, _)| *c == k)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    for (name, value) in instructions.headers() {
+    for (name, value) in computed.iter().map(|(k, v)| (k.as_str(), v.as_str())).chain(instructions.headers()) {
         out.retain(|k, _| !k.eq_ignore_ascii_case(name));
         out.insert(name.to_owned(), vec![value.to_owned()]);
     }
-    Ok((SignResult { uri: request.uri.clone(), headers: out }, operation))
+    Ok((SignResult { uri: uri.as_str().to_owned(), headers: out }, operation))
 }
 
 #[cfg(test)]
@@ -345,5 +498,116 @@ mod tests {
             BTreeMap::from([("x-amz-copy-source".to_owned(), vec!["/lake/wh/u/x%20y?versionId=3".to_owned()])]);
         let op = classify("PUT", "wh/t/c", &[], &headers, None).unwrap();
         assert_eq!(op.keys, ["wh/t/c", "/lake/wh/u/x y"]);
+    }
+
+    #[test]
+    fn uris_that_a_store_would_read_differently_are_refused() {
+        for bad in [
+            "http://127.0.0.1:9000/other/x/../../lake/wh/t/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t/./y.txt",
+            "http://127.0.0.1:9000/lake/wh/t/%2e%2e/u/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t/.%2E/u/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t%2F..%2Fu/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t\\..\\u/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t/y.txt#frag",
+            "http://user:pw@127.0.0.1:9000/lake/wh/t/y.txt",
+            "HTTP://127.0.0.1:9000/lake/wh/t/y.txt",
+            "http://127.0.0.1:80/lake/wh/t/y.txt",
+            "http://127.0.0.1:9000/lake/wh/t/a b",
+            "ftp://127.0.0.1/lake/wh/t/y.txt",
+        ] {
+            assert!(canonical_uri(bad).is_err(), "{bad} was accepted");
+        }
+        let good = "http://127.0.0.1:9000/lake/wh/t/data/a%20b.parquet?x-id=PutObject";
+        assert_eq!(canonical_uri(good).unwrap().as_str(), good);
+    }
+
+    #[test]
+    fn only_the_exact_bucket_on_the_exact_endpoint_is_located() {
+        let aws = service_hosts(None, "us-east-1").unwrap();
+        let parse = |u: &str| url::Url::parse(u).unwrap();
+        let key = |u: &str| locate("lake", &aws, &parse(u)).map(|(k, _)| k);
+        assert_eq!(key("https://lake.s3.amazonaws.com/wh/t/x").unwrap(), "wh/t/x");
+        assert_eq!(key("https://lake.s3.us-east-1.amazonaws.com/wh/t/x").unwrap(), "wh/t/x");
+        assert_eq!(key("https://s3.us-east-1.amazonaws.com/lake/wh/t/x").unwrap(), "wh/t/x");
+        assert_eq!(key("https://s3.amazonaws.com/lake").unwrap(), "");
+        for other in [
+            "https://lake.x.s3.amazonaws.com/wh/t/x",
+            "https://lake.evil.amazonaws.com/wh/t/x",
+            "https://s3.amazonaws.com/lake2/wh/t/x",
+            "https://s3.amazonaws.com/other/lake/wh/t/x",
+            "https://lake.s3.eu-west-1.amazonaws.com/wh/t/x",
+            "https://lake.s3.amazonaws.com:8443/wh/t/x",
+            "https://evil.com/lake/wh/t/x",
+            "https://lakes3.amazonaws.com/wh/t/x",
+        ] {
+            assert!(key(other).is_err(), "{other} was located in bucket lake");
+        }
+        let minio = service_hosts(Some("http://127.0.0.1:9000"), "us-east-1").unwrap();
+        assert_eq!(locate("lake", &minio, &parse("http://127.0.0.1:9000/lake/wh/t")).unwrap().0, "wh/t");
+        assert!(locate("lake", &minio, &parse("http://127.0.0.1:9001/lake/wh/t")).is_err());
+        assert!(locate("lake", &minio, &parse("http://127.0.0.2:9000/lake/wh/t")).is_err());
+    }
+
+    #[test]
+    fn exposure_changing_headers_are_never_signed() {
+        for header in [
+            "x-amz-acl",
+            "x-amz-grant-read",
+            "x-amz-grant-full-control",
+            "x-amz-tagging",
+            "x-amz-website-redirect-location",
+            "x-amz-object-lock-mode",
+            "x-amz-server-side-encryption-aws-kms-key-id",
+            "x-amz-storage-class",
+            "x-amz-unknown",
+        ] {
+            assert!(!header_allowed("PutObject", header), "{header}");
+            assert!(must_be_signed(header));
+        }
+        assert!(header_allowed("PutObject", "x-amz-checksum-crc32"));
+        assert!(header_allowed("PutObject", "x-amz-meta-owner"));
+        assert!(!header_allowed("GetObject", "x-amz-meta-owner"));
+        assert!(!header_allowed("GetObject", "x-amz-copy-source"));
+    }
+
+    #[test]
+    fn delete_objects_are_signed_for_the_body_that_was_checked() {
+        use base64::Engine;
+        let body = "<Delete><Object><Key>wh/t/a</Key></Object></Delete>";
+        let op = Operation { name: "DeleteObjects", access: AccessLevel::ReadWrite, keys: vec!["wh/t/a".into()] };
+        let claimed = BTreeMap::from([
+            ("x-amz-content-sha256".to_owned(), vec![UNSIGNED_PAYLOAD.to_owned()]),
+            ("content-md5".to_owned(), vec!["AAAAAAAAAAAAAAAAAAAAAA==".to_owned()]),
+        ]);
+        let (hash, computed) = payload(&op, &claimed, Some(body)).unwrap();
+        use sha2::Digest;
+        let expected: String = sha2::Sha256::digest(body.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hash, expected, "the hash of the checked body, not the client's claim");
+        let md5 = base64::engine::general_purpose::STANDARD.encode(<md5::Md5 as md5::Digest>::digest(body.as_bytes()));
+        assert_eq!(computed, [("content-md5".to_owned(), md5)]);
+        assert!(payload(&op, &BTreeMap::new(), None).is_err(), "no body, no signature");
+        let wrong = BTreeMap::from([("x-amz-checksum-crc32".to_owned(), vec!["AAAAAA==".to_owned()])]);
+        assert!(payload(&op, &wrong, Some(body)).is_err());
+        let crc = base64::engine::general_purpose::STANDARD.encode(crc32fast::hash(body.as_bytes()).to_be_bytes());
+        let right = BTreeMap::from([("x-amz-checksum-crc32".to_owned(), vec![crc])]);
+        assert!(payload(&op, &right, Some(body)).is_ok());
+        let put = Operation { name: "PutObject", access: AccessLevel::ReadWrite, keys: vec!["wh/t/a".into()] };
+        let streaming =
+            BTreeMap::from([("x-amz-content-sha256".to_owned(), vec!["STREAMING-AWS4-HMAC-SHA256-PAYLOAD".to_owned()])]);
+        assert!(payload(&put, &streaming, None).is_err(), "chunk signatures would need icegate's key");
+        assert_eq!(payload(&put, &BTreeMap::new(), None).unwrap().0, UNSIGNED_PAYLOAD);
+    }
+
+    #[test]
+    fn markup_inside_a_delete_key_is_refused_and_cdata_is_read() {
+        let q = [("delete".to_owned(), String::new())];
+        let none = BTreeMap::new();
+        let cdata = "<Delete><Object><Key><![CDATA[other/x]]></Key></Object></Delete>";
+        assert_eq!(classify("POST", "", &q, &none, Some(cdata)).unwrap().keys, ["other/x"]);
+        let nested = "<Delete><Object><Key>wh/t/<b/>x</Key></Object></Delete>";
+        assert!(classify("POST", "", &q, &none, Some(nested)).is_err());
+        let doctype = "<!DOCTYPE d [<!ENTITY x \"other\">]><Delete><Object><Key>&x;</Key></Object></Delete>";
+        assert!(classify("POST", "", &q, &none, Some(doctype)).is_err());
     }
 }

@@ -193,14 +193,15 @@ impl ObjectStoreIo {
         let output = result.map_err(|e| {
             self.vending.metrics.sts_failures.inc();
             tracing::warn!(role = role_arn, error = %aws_sdk_sts::error::DisplayErrorContext(&e), "STS AssumeRole failed");
-            // One line for the client: the service's error code and message, or the HTTP status.
+            // One line for the client: the service's error code (when it is one) or the HTTP
+            // status, never the remote reply's text (the endpoint is not the client's to read).
             use aws_sdk_sts::error::ProvideErrorMetadata;
             let status = e.raw_response().map(|r| r.status().as_u16());
-            let reason = match (e.code(), e.message(), status) {
-                (Some(code), Some(message), _) => format!("{code}: {message}"),
-                (Some(code), None, _) => code.to_owned(),
-                (None, _, Some(status)) => format!("HTTP {status}"),
-                (None, _, None) => "no response (timeout or connection failure)".to_owned(),
+            let code = e.code().filter(|c| c.len() <= 64 && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.'));
+            let reason = match (code, status) {
+                (Some(code), _) => code.to_owned(),
+                (None, Some(status)) => format!("HTTP {status}"),
+                (None, None) => "no response (timeout or connection failure)".to_owned(),
             };
             CatalogError::Unavailable(format!("STS AssumeRole on {role_arn} failed: {reason}"))
         })?;
@@ -228,8 +229,21 @@ impl CredentialVendor for ObjectStoreIo {
     async fn validate(&self, warehouse: &Warehouse) -> Result<()> {
         let Some(profile) = warehouse.storage_profile.s3() else { return Ok(()) };
         let access = S3Access::new(warehouse, &self.cipher).await?;
+        // The failing step and a kind of failure, never the store's reply: the endpoint may be
+        // any server, and its answer is not the caller's to read (server-side request forgery).
         let failed = |step: &str, e: &dyn std::fmt::Display| {
-            CatalogError::bad_request(format!("storage profile check failed: {step}: {e}"))
+            tracing::info!(warehouse = %warehouse.name, step, error = %e, "storage profile check failed");
+            CatalogError::bad_request(format!("storage profile check failed: {step}"))
+        };
+        let store_failed = |step: &str, e: &object_store::Error| {
+            let kind = match e {
+                object_store::Error::PermissionDenied { .. } | object_store::Error::Unauthenticated { .. } => {
+                    "access denied"
+                }
+                object_store::Error::NotFound { .. } => "not found",
+                _ => "request failed",
+            };
+            failed(&format!("{step} ({kind})"), e)
         };
         let probe = format!(
             "{}{}.icegate-probe-{}",
@@ -243,26 +257,31 @@ impl CredentialVendor for ObjectStoreIo {
             .store
             .put(&path, PutPayload::from(body.clone()))
             .await
-            .map_err(|e| failed("writing a probe object", &e))?;
+            .map_err(|e| store_failed("writing a probe object", &e))?;
         let read = async { access.store.get(&path).await?.bytes().await };
         let read = read.await;
         let deleted = access.store.delete(&path).await;
         match read {
             Ok(bytes) if bytes.as_ref() == body.as_slice() => {}
             Ok(_) => return Err(failed("reading the probe object back", &"its content differs")),
-            Err(e) => return Err(failed("reading the probe object back", &e)),
+            Err(e) => return Err(store_failed("reading the probe object back", &e)),
         }
-        deleted.map_err(|e| failed("deleting the probe object", &e))?;
+        deleted.map_err(|e| store_failed("deleting the probe object", &e))?;
         if profile.vending == VendingMode::Sts {
             let key = CacheKey {
                 warehouse_id: warehouse.id.clone(),
                 profile_version: 0,
                 access: AccessLevel::Read,
-                locations: TableLocations::new([warehouse.storage_root.as_str().to_owned()]),
+                // A location below the root: a root may be a whole bucket (`s3://lake`).
+                locations: TableLocations::new([format!("{}/.icegate-probe", warehouse.storage_root.as_str())]),
             };
-            self.assume_role(&access, &key)
-                .await
-                .map_err(|e| CatalogError::bad_request(format!("storage profile check failed: {e}")))?;
+            self.assume_role(&access, &key).await.map_err(|e| {
+                let reason = match e {
+                    CatalogError::Unavailable(message) => message,
+                    other => other.to_string(),
+                };
+                CatalogError::bad_request(format!("storage profile check failed: {reason}"))
+            })?;
         }
         if profile.vending == VendingMode::Static {
             tracing::warn!(
