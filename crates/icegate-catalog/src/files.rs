@@ -11,8 +11,9 @@ use crate::store::Warehouse;
 pub trait FileIo: Send + Sync + 'static {
     /// Writes a new file; fails if one exists at `location` already.
     async fn write_new(&self, warehouse: &Warehouse, location: &str, bytes: Vec<u8>) -> Result<()>;
-    /// Reads a whole file (`NotFound`-style errors become `BadRequest` at the caller).
-    async fn read(&self, warehouse: &Warehouse, location: &str) -> Result<Vec<u8>>;
+    /// Reads a whole file of at most `max_bytes` (a larger one is refused with `BadRequest`
+    /// before its content is read; a missing one is `BadRequest` too).
+    async fn read(&self, warehouse: &Warehouse, location: &str, max_bytes: u64) -> Result<Vec<u8>>;
     /// Deletes one file; a missing file is not an error.
     async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()>;
     /// Deletes every file below `prefix` (a directory location) and returns how many.

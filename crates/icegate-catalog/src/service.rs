@@ -37,7 +37,12 @@ pub struct Catalog {
     locations: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::storage::TableLocations>>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
+    /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
+    max_metadata_bytes: u64,
 }
+
+/// The default of `catalog.max_metadata_bytes`.
+pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`).
 pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 16 * 1024 * 1024;
@@ -54,7 +59,26 @@ impl Catalog {
             warehouses: Arc::default(),
             locations: Arc::default(),
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
+            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
         }
+    }
+
+    /// Bounds every metadata document the catalog reads, registers or commits (decompressed).
+    pub fn with_max_metadata_bytes(mut self, bytes: u64) -> Self {
+        self.max_metadata_bytes = bytes;
+        self
+    }
+
+    pub fn max_metadata_bytes(&self) -> u64 {
+        self.max_metadata_bytes
+    }
+
+    /// Refuses a document over the limit before it is written or stored.
+    pub(crate) fn check_size(&self, what: &str, bytes: usize) -> Result<()> {
+        if bytes as u64 > self.max_metadata_bytes {
+            return Err(crate::tables::too_large(what, self.max_metadata_bytes));
+        }
+        Ok(())
     }
 
     /// Bounds the metadata document cache to `bytes` (0: no cache; every load reads the

@@ -88,6 +88,14 @@ pub struct Tabular {
     pub metadata: String,
 }
 
+/// A table or view as it was when dropped, with the extra locations recorded for it (for a
+/// purge: everything the table owned, and nothing else).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dropped {
+    pub tabular: Tabular,
+    pub extra_locations: Vec<String>,
+}
+
 /// Where a table's or view's current metadata is, without the document itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TabularHead {
@@ -240,7 +248,16 @@ pub trait CatalogStore: Send + Sync + 'static {
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
-    ) -> Result<Option<Tabular>>;
+    ) -> Result<Option<Dropped>>;
+    /// Fails with `BadRequest` when one of `locations` equals, lies inside or contains a location
+    /// of another table or view of the warehouse (not `exclude_id`). Read-only: callers that
+    /// then insert or swap get the same check again, atomically with the write.
+    async fn check_locations_free(
+        &self,
+        warehouse_id: &str,
+        locations: &[String],
+        exclude_id: Option<&str>,
+    ) -> Result<()>;
     /// Moves a table or view to another name, possibly in another namespace of the warehouse.
     /// `NotFound` (the source, or the target namespace), `AlreadyExists` (the target name).
     async fn rename_tabular(

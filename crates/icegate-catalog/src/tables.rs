@@ -164,17 +164,41 @@ fn parse_stored(id: &str, document: &str) -> Result<TableMetadata> {
         .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {id} is invalid: {e}")))
 }
 
-/// Parses a metadata file's bytes (plain or gzip-compressed JSON).
-fn parse_metadata_file(location: &str, bytes: &[u8]) -> Result<TableMetadata> {
-    let invalid = |e: String| CatalogError::bad_request(format!("invalid table metadata file {location}: {e}"));
-    let json = if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut text = Vec::new();
-        flate2::read::GzDecoder::new(bytes).read_to_end(&mut text).map_err(|e| invalid(e.to_string()))?;
-        text
-    } else {
-        bytes.to_vec()
-    };
-    serde_json::from_slice(&json).map_err(|e| invalid(e.to_string()))
+/// A metadata file's JSON: its bytes, or their gzip decompression, at most `max_bytes` of it
+/// (a small compressed file can expand a thousandfold; reading stops at the limit).
+pub(crate) fn metadata_file_json(location: &str, bytes: Vec<u8>, max_bytes: u64) -> Result<Vec<u8>> {
+    if !bytes.starts_with(&[0x1f, 0x8b]) {
+        return Ok(bytes);
+    }
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(bytes.as_slice())
+        .take(max_bytes.saturating_add(1))
+        .read_to_end(&mut text)
+        .map_err(|e| CatalogError::bad_request(format!("invalid metadata file {location}: {e}")))?;
+    if text.len() as u64 > max_bytes {
+        return Err(too_large(location, max_bytes));
+    }
+    Ok(text)
+}
+
+/// The error for a metadata document over `catalog.max_metadata_bytes`.
+pub(crate) fn too_large(what: &str, max_bytes: u64) -> CatalogError {
+    CatalogError::bad_request(format!(
+        "metadata {what} is larger than {max_bytes} bytes, the catalog's limit (catalog.max_metadata_bytes)"
+    ))
+}
+
+/// Parses a metadata file's bytes (plain or gzip-compressed JSON, bounded by `max_bytes`).
+fn parse_metadata_file(location: &str, bytes: Vec<u8>, max_bytes: u64) -> Result<TableMetadata> {
+    let json = metadata_file_json(location, bytes, max_bytes)?;
+    serde_json::from_slice(&json)
+        .map_err(|e| CatalogError::bad_request(format!("invalid table metadata file {location}: {e}")))
+}
+
+/// Whether a file name is one of a metadata file (the only kind a metadata clean-up deletes).
+fn is_metadata_file(location: &str) -> bool {
+    let name = location.rsplit('/').next().unwrap_or_default();
+    name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz")
 }
 
 fn to_json(metadata: &TableMetadata) -> Result<String> {
@@ -278,8 +302,13 @@ impl Catalog {
         let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
         let metadata_json = to_json(&metadata)?;
         if request.stage_create {
+            // Nothing is stored yet, but the client is handed credentials for the table's
+            // locations: they must pass every rule a create does, before anything is vended.
+            // The commit that creates the table checks them again, atomically with its insert.
+            let (location, extra) = table_locations(&warehouse, &metadata)?;
+            let all: Vec<String> = std::iter::once(location).chain(extra).collect();
+            self.store().check_locations_free(&warehouse.id, &all, None).await?;
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
-            table_locations(&warehouse, &metadata)?;
             return Ok(TableResult { metadata_location: None, metadata_json: metadata_json.into(), etag, warehouse });
         }
         let catalog = self.clone();
@@ -299,6 +328,10 @@ impl Catalog {
         metadata_json: String,
     ) -> Result<TableResult> {
         let (location, extra_locations) = table_locations(warehouse, metadata)?;
+        self.check_size("document", metadata_json.len())?;
+        // Before the file is written: no file lands in another table's directory.
+        let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
+        self.store().check_locations_free(&warehouse.id, &all, None).await?;
         let metadata_location = metadata_file_location(metadata, None);
         if let Err(err) =
             self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await
@@ -473,19 +506,23 @@ impl Catalog {
     pub async fn drop_table(&self, prefix: &str, namespace: &str, name: &str, purge: bool) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let row = self
+        let dropped = self
             .store()
             .drop_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(&table))?;
         if purge {
+            // Exactly the locations the catalog recorded for the table (each checked to be the
+            // table's alone when it was set), never paths read from its metadata or manifests:
+            // files a table references elsewhere are not its own to delete.
             // The row is gone, so the table is dropped whatever happens next; a failed purge is
             // logged (with the location) for an operator to finish, not reported as a failed drop.
-            match self.files().delete_prefix(&warehouse, &row.location).await {
-                Ok(count) => {
-                    tracing::info!(table = %table, location = %row.location, files = count, "purged table files")
+            let owned = std::iter::once(dropped.tabular.location.clone()).chain(dropped.extra_locations);
+            for location in TableLocations::new(owned).as_slice() {
+                match self.files().delete_prefix(&warehouse, location).await {
+                    Ok(count) => tracing::info!(table = %table, %location, files = count, "purged table files"),
+                    Err(err) => tracing::error!(table = %table, %location, error = ?err, "purge failed"),
                 }
-                Err(err) => tracing::error!(table = %table, location = %row.location, error = ?err, "purge failed"),
             }
         }
         Ok(())
@@ -517,10 +554,20 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
-        let bytes = self.files().read(&warehouse, metadata_location).await?;
-        let metadata = parse_metadata_file(metadata_location, &bytes)?;
+        let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
+        let metadata = parse_metadata_file(metadata_location, bytes, self.max_metadata_bytes())?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
+        // The metadata file must be the table's own: a registration cannot make the catalog
+        // point at (and later clean up) a file in another table's directory.
+        let owned = TableLocations::new(std::iter::once(location.clone()).chain(extra_locations.iter().cloned()));
+        if !owned.contains(metadata_location) {
+            return Err(CatalogError::bad_request(format!(
+                "metadata file {metadata_location} must lie inside the table's location {location} \
+                 (or its write.metadata.path)"
+            )));
+        }
         let metadata_json = to_json(&metadata)?;
+        self.check_size("document", metadata_json.len())?;
         if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
             let swap = MetadataSwap {
                 id: existing.id.clone(),
@@ -622,6 +669,13 @@ impl Catalog {
             // Tables without updates write nothing (an empty update list is a no-op read).
             let writes: Vec<(&TableIdent, &MetadataSwap)> =
                 staged.iter().filter_map(|s| s.swap.as_ref().map(|swap| (&s.table, swap))).collect();
+            // A commit that moves a table's files is checked before its metadata file is
+            // written (which could land in another table's directory); the swap checks again.
+            for (_, swap) in writes.iter().filter(|(_, swap)| swap.locations_changed) {
+                let all: Vec<String> =
+                    std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()).collect();
+                self.store().check_locations_free(&warehouse.id, &all, Some(&swap.id)).await?;
+            }
             for (index, (_, swap)) in writes.iter().enumerate() {
                 if let Err(err) =
                     self.files().write_new(warehouse, &swap.metadata_location, swap.metadata.clone().into_bytes()).await
@@ -748,6 +802,7 @@ impl Catalog {
         let (location, extra_locations) = table_locations(warehouse, &metadata)?;
         let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
         let metadata_json = to_json(&metadata)?;
+        self.check_size("document", metadata_json.len())?;
         let delete_expired =
             metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         Ok(StagedCommit {
@@ -823,11 +878,18 @@ impl Catalog {
     }
 
     /// After a successful commit: remove metadata files that fell out of the metadata log when
-    /// `write.metadata.delete-after-commit.enabled` is set.
+    /// `write.metadata.delete-after-commit.enabled` is set. The log is part of the table's
+    /// document, which a registration or a client wrote: only metadata files inside the
+    /// locations the catalog recorded for this table (and checked to be its alone) are deleted.
     async fn expire_metadata_files(&self, warehouse: &Warehouse, commit: &StagedCommit) {
-        if commit.delete_expired {
-            for file in &commit.expired {
+        let (true, Some(swap)) = (commit.delete_expired, &commit.swap) else { return };
+        let owned =
+            TableLocations::new(std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()));
+        for file in &commit.expired {
+            if owned.contains(file) && is_metadata_file(file) {
                 self.delete_quietly(warehouse, file).await;
+            } else {
+                tracing::warn!(table = %commit.table, %file, "not deleting an expired metadata file outside the table's locations");
             }
         }
     }

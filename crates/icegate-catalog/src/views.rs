@@ -125,7 +125,10 @@ impl Catalog {
         metadata_json: String,
         write_file: bool,
     ) -> Result<ViewResult> {
+        self.check_size("document", metadata_json.len())?;
         if write_file {
+            // Before the file is written: no file lands in another table's or view's directory.
+            self.store().check_locations_free(&warehouse.id, &[location.to_owned()], None).await?;
             self.files().write_new(warehouse, metadata_location, metadata_json.clone().into_bytes()).await?;
         }
         let created = self
@@ -193,11 +196,18 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
-        let bytes = self.files().read(&warehouse, metadata_location).await?;
+        let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
+        let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
         let text =
             String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
         let metadata = parse_view(&text, metadata_location)?;
         let location = location_inside(root, metadata.location())?;
+        // The metadata file must be the view's own, inside its location.
+        if !metadata_location.strip_prefix(location.as_str()).is_some_and(|rest| rest.starts_with('/')) {
+            return Err(CatalogError::bad_request(format!(
+                "metadata file {metadata_location} must lie inside the view's location {location}"
+            )));
+        }
         self.insert_view(&warehouse, &view, &location, metadata_location, to_json(&metadata)?, false).await
     }
 
@@ -246,6 +256,13 @@ impl Catalog {
             let metadata = builder.build()?.metadata;
             let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
             let metadata_json = to_json(&metadata)?;
+            self.check_size("document", metadata_json.len())?;
+            if location != row.location {
+                // A moved view: checked before its file is written, and again by the swap.
+                self.store()
+                    .check_locations_free(&warehouse.id, std::slice::from_ref(&location), Some(&row.id))
+                    .await?;
+            }
             let metadata_location = view_file_location(&metadata, Some(&row.metadata_location));
             self.files().write_new(&warehouse, &metadata_location, metadata_json.clone().into_bytes()).await?;
             let swap = MetadataSwap {

@@ -114,9 +114,14 @@ impl FileIo for ObjectStoreIo {
         Ok(())
     }
 
-    async fn read(&self, warehouse: &Warehouse, location: &str) -> Result<Vec<u8>> {
+    async fn read(&self, warehouse: &Warehouse, location: &str, max_bytes: u64) -> Result<Vec<u8>> {
         let (store, path) = self.resolve(warehouse, location).await?;
         match store.get(&path).await {
+            Ok(result) if result.meta.size > max_bytes => Err(CatalogError::bad_request(format!(
+                "{location} is {} bytes, larger than the catalog's limit of {max_bytes} \
+                     (catalog.max_metadata_bytes)",
+                result.meta.size
+            ))),
             Ok(result) => Ok(result.bytes().await.map_err(|e| io_error("reading", location, e))?.to_vec()),
             Err(object_store::Error::NotFound { .. }) => {
                 Err(CatalogError::bad_request(format!("file does not exist: {location}")))
@@ -207,8 +212,9 @@ mod tests {
         io.write_new(wh, &format!("{table}/data/x.parquet"), b"data".to_vec()).await.unwrap();
         io.write_new(wh, &format!("{root}/ns/t10/keep.txt"), b"other table".to_vec()).await.unwrap();
         assert!(io.write_new(wh, &format!("{table}/data/x.parquet"), b"again".to_vec()).await.is_err(), "no overwrite");
-        assert_eq!(io.read(wh, &format!("{table}/data/x.parquet")).await.unwrap(), b"data");
-        assert!(matches!(io.read(wh, &format!("{table}/nope")).await, Err(CatalogError::BadRequest(_))));
+        assert_eq!(io.read(wh, &format!("{table}/data/x.parquet"), 4).await.unwrap(), b"data");
+        assert!(matches!(io.read(wh, &format!("{table}/data/x.parquet"), 3).await, Err(CatalogError::BadRequest(_))));
+        assert!(matches!(io.read(wh, &format!("{table}/nope"), 4).await, Err(CatalogError::BadRequest(_))));
 
         assert_eq!(io.delete_prefix(wh, &table).await.unwrap(), 2);
         assert!(!dir.path().join("ns/t1").exists(), "the table directory is gone");
@@ -221,7 +227,7 @@ mod tests {
         let io = ObjectStoreIo::new();
         let wh = &warehouse("file:///tmp/icegate-root-check");
         for outside in ["file:///etc/passwd", "file:///tmp/icegate-root-check-other/x", "s3://bucket/x"] {
-            assert!(io.read(wh, outside).await.is_err(), "{outside}");
+            assert!(io.read(wh, outside, 1024).await.is_err(), "{outside}");
         }
     }
 }

@@ -48,7 +48,8 @@ pub fn session_policy(region: &str, bucket: &str, keys: &[String], access: Acces
     }
     let objects: Vec<String> = keys.iter().map(|k| format!("{bucket_arn}/{}/*", escape(k))).collect();
     // With the trailing slash: a bare `wh/ns/t1` would also list `wh/ns/t10/...`.
-    let prefixes: Vec<String> = keys.iter().flat_map(|k| [format!("{}/", escape(k)), format!("{}/*", escape(k))]).collect();
+    let prefixes: Vec<String> =
+        keys.iter().flat_map(|k| [format!("{}/", escape(k)), format!("{}/*", escape(k))]).collect();
     let policy: Value = json!({
         "Version": "2012-10-17",
         "Statement": [

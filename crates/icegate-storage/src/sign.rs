@@ -245,11 +245,7 @@ pub(crate) fn service_hosts(endpoint: Option<&str>, region: &str) -> Result<Vec<
 /// it addresses exactly this warehouse's bucket: virtual-hosted (`<bucket>.<service host>`) or
 /// path-style (`<service host>/<bucket>/...`), on one of `hosts`. Nothing is matched by
 /// suffix, so `lake.x.s3...` (bucket `lake.x`) is not bucket `lake`.
-pub(crate) fn locate(
-    bucket: &str,
-    hosts: &[(String, u16)],
-    uri: &url::Url,
-) -> Result<(String, Vec<(String, String)>)> {
+pub(crate) fn locate(bucket: &str, hosts: &[(String, u16)], uri: &url::Url) -> Result<(String, Vec<(String, String)>)> {
     let host = uri.host_str().ok_or_else(|| CatalogError::bad_request("the request URI has no host"))?;
     let port = uri.port_or_known_default().unwrap_or(0);
     let path = uri.path();
@@ -285,9 +281,12 @@ fn header_allowed(operation: &str, name: &str) -> bool {
     let writes = matches!(operation, "PutObject" | "MultipartUpload");
     match name {
         "content-type" | "content-md5" | "x-amz-expected-bucket-owner" | "x-amz-request-payer" => true,
-        "range" | "if-match" | "if-none-match" | "if-modified-since" | "if-unmodified-since" | "x-amz-checksum-mode" => {
-            true
-        }
+        "range"
+        | "if-match"
+        | "if-none-match"
+        | "if-modified-since"
+        | "if-unmodified-since"
+        | "x-amz-checksum-mode" => true,
         "x-amz-sdk-checksum-algorithm"
         | "x-amz-checksum-crc32"
         | "x-amz-checksum-crc32c"
@@ -593,8 +592,10 @@ mod tests {
         let right = BTreeMap::from([("x-amz-checksum-crc32".to_owned(), vec![crc])]);
         assert!(payload(&op, &right, Some(body)).is_ok());
         let put = Operation { name: "PutObject", access: AccessLevel::ReadWrite, keys: vec!["wh/t/a".into()] };
-        let streaming =
-            BTreeMap::from([("x-amz-content-sha256".to_owned(), vec!["STREAMING-AWS4-HMAC-SHA256-PAYLOAD".to_owned()])]);
+        let streaming = BTreeMap::from([(
+            "x-amz-content-sha256".to_owned(),
+            vec!["STREAMING-AWS4-HMAC-SHA256-PAYLOAD".to_owned()],
+        )]);
         assert!(payload(&put, &streaming, None).is_err(), "chunk signatures would need icegate's key");
         assert_eq!(payload(&put, &BTreeMap::new(), None).unwrap().0, UNSIGNED_PAYLOAD);
     }

@@ -21,8 +21,8 @@ use async_trait::async_trait;
 use icegate_catalog::idempotency::IdempotencyRecord;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
-    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularHead,
-    TabularKind, Warehouse,
+    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
+    TabularHead, TabularKind, Warehouse,
 };
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
@@ -464,7 +464,7 @@ impl CatalogStore for SqlStore {
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
-    ) -> Result<Option<Tabular>, CatalogError> {
+    ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
             return tabulars::drop(self, warehouse_id, namespace, name, kind).await;
         };
@@ -476,6 +476,15 @@ impl CatalogStore for SqlStore {
             dropped
         })
         .await?
+    }
+
+    async fn check_locations_free(
+        &self,
+        warehouse_id: &str,
+        locations: &[String],
+        exclude_id: Option<&str>,
+    ) -> Result<(), CatalogError> {
+        tabulars::check_locations_free(self, warehouse_id, locations, exclude_id).await
     }
 
     async fn rename_tabular(

@@ -2,7 +2,7 @@
 //! drops, renames and listings.
 
 use icegate_catalog::store::{
-    MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind,
+    Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind,
 };
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
@@ -57,7 +57,7 @@ async fn lock_warehouse(
 /// Fails when `location` equals, lies inside, or contains a location of another table or view:
 /// a base location or one of the extra locations (`write.data.path`, ...) a table writes to.
 async fn check_overlap(
-    tx: &mut Transaction<'static, Any>,
+    conn: &mut sqlx::AnyConnection,
     warehouse_id: &str,
     location: &str,
     exclude_id: Option<&str>,
@@ -90,10 +90,26 @@ async fn check_overlap(
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
-    if query.fetch_optional(&mut **tx).await.map_err(db_error)?.is_some() {
+    if query.fetch_optional(&mut *conn).await.map_err(db_error)?.is_some() {
         return Err(CatalogError::bad_request(format!(
             "location {location} overlaps the location of another table or view"
         )));
+    }
+    Ok(())
+}
+
+/// The read-only form of the overlap check, for callers that must know before they write or
+/// vend anything (a staged create, a commit that moves a table's files). The check that counts
+/// runs again, atomically, with the insert or swap.
+pub(crate) async fn check_locations_free(
+    store: &SqlStore,
+    warehouse_id: &str,
+    locations: &[String],
+    exclude_id: Option<&str>,
+) -> Result<(), CatalogError> {
+    let mut conn = store.pool.acquire().await.map_err(db_error)?;
+    for location in locations {
+        check_overlap(&mut *conn, warehouse_id, location, exclude_id).await?;
     }
     Ok(())
 }
@@ -139,7 +155,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         return Err(already_exists(new.namespace, new.name));
     }
     for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
-        check_overlap(&mut tx, new.warehouse_id, location, None).await?;
+        check_overlap(&mut *tx, new.warehouse_id, location, None).await?;
     }
     let id = uuid::Uuid::now_v7().to_string();
     let inserted = sqlx::query(
@@ -278,7 +294,7 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
         if swap.locations_changed {
             lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
             for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
-                check_overlap(&mut tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
+                check_overlap(&mut *tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
             }
         }
         let done = bind_swap(swap, now).execute(&mut *tx).await.map_err(db_error)?;
@@ -310,13 +326,15 @@ pub(crate) async fn drop(
     namespace: &NamespaceIdent,
     name: &str,
     kind: TabularKind,
-) -> Result<Option<Tabular>, CatalogError> {
+) -> Result<Option<Dropped>, CatalogError> {
     let mut tx = store.begin_write().await?;
-    let row = sqlx::query(
-        "DELETE FROM tabulars WHERE id = (SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
-         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4) \
-         RETURNING id, kind, location, metadata_location, metadata",
-    )
+    // FOR UPDATE (PostgreSQL): a concurrent commit that moves the table's extra locations ends
+    // before the locations below are read, so a purge sees the ones that were current.
+    let lock = if store.backend == Backend::Postgres { " FOR UPDATE OF t" } else { "" };
+    let found = sqlx::query(AssertSqlSafe(format!(
+        "SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+         WHERE n.warehouse_id = $1 AND n.name = $2 AND t.name = $3 AND t.kind = $4{lock}"
+    )))
     .bind(warehouse_id)
     .bind(namespace.encoded())
     .bind(name)
@@ -324,10 +342,26 @@ pub(crate) async fn drop(
     .fetch_optional(&mut *tx)
     .await
     .map_err(db_error)?;
-    let Some(row) = row else { return Ok(None) };
-    let dropped = from_row(&row)?;
+    let Some(found) = found else { return Ok(None) };
+    let id: String = found.try_get("id").map_err(db_error)?;
+    let extra: Vec<String> =
+        sqlx::query("SELECT location FROM tabular_locations WHERE tabular_id = $1 ORDER BY location")
+            .bind(&id)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|r| r.try_get("location").map_err(db_error))
+            .collect::<Result<_, _>>()?;
+    let row =
+        sqlx::query("DELETE FROM tabulars WHERE id = $1 RETURNING id, kind, location, metadata_location, metadata")
+            .bind(&id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(db_error)?;
+    let tabular = from_row(&row)?;
     store.commit_write(tx).await?;
-    Ok(Some(dropped))
+    Ok(Some(Dropped { tabular, extra_locations: extra }))
 }
 
 pub(crate) async fn rename(

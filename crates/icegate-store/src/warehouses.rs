@@ -38,6 +38,62 @@ fn profile_json(profile: &StorageProfile) -> Result<String, CatalogError> {
     serde_json::to_string(profile).map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising a profile: {e}")))
 }
 
+/// The root itself and every ancestor directory of it, up to the bucket (`s3://b`) or the top
+/// directory (`file:///x`).
+fn root_and_ancestors(root: &str) -> Vec<String> {
+    let mut candidates = vec![root.to_owned()];
+    let mut current = root;
+    while let Some((parent, _)) = current.rsplit_once('/') {
+        if parent.ends_with('/') || parent.is_empty() {
+            break;
+        }
+        candidates.push(parent.to_owned());
+        current = parent;
+    }
+    candidates
+}
+
+/// Fails when `root` equals, lies inside or contains another warehouse's storage root. Table
+/// locations are checked for overlaps within their warehouse only, so two warehouses sharing
+/// storage would let a table in one reach the files (and credentials) of a table in the other.
+async fn check_root_free(
+    conn: &mut sqlx::AnyConnection,
+    name: &WarehouseName,
+    root: &StorageRoot,
+) -> Result<(), CatalogError> {
+    let candidates = root_and_ancestors(root.as_str());
+    // Built at run time for the number of ancestors; every value is a bind parameter.
+    // Descendants are the byte range ("<root>/", "<root>0"): '0' follows '/' in ASCII.
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 3)).collect();
+    let sql = format!(
+        "SELECT name FROM warehouses WHERE name <> $1 AND storage_root IN ({}) \
+         UNION ALL SELECT name FROM warehouses WHERE name <> $1 AND storage_root > $2 || '/' AND storage_root < $2 || '0' \
+         LIMIT 1",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(name.as_str()).bind(root.as_str());
+    for candidate in &candidates {
+        query = query.bind(candidate.as_str());
+    }
+    if let Some(row) = query.fetch_optional(&mut *conn).await.map_err(db_error)? {
+        let other: String = row.try_get("name").map_err(db_error)?;
+        return Err(CatalogError::bad_request(format!(
+            "storage root {root} overlaps the storage root of warehouse {other}: warehouses may not share storage"
+        )));
+    }
+    Ok(())
+}
+
+/// Serialises warehouse creation, so two concurrent creates cannot both pass the root check.
+/// PostgreSQL: a transaction-scoped advisory lock (released at commit or rollback). SQLite: the
+/// transaction already holds the database's write lock (BEGIN IMMEDIATE).
+async fn lock_roots(store: &SqlStore, tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<(), CatalogError> {
+    if store.backend == crate::Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock(7598805577148362612)").execute(&mut **tx).await.map_err(db_error)?;
+    }
+    Ok(())
+}
+
 pub(crate) async fn create(
     store: &SqlStore,
     name: &WarehouseName,
@@ -46,6 +102,9 @@ pub(crate) async fn create(
 ) -> Result<Warehouse, CatalogError> {
     let now = now_ms();
     let id = uuid::Uuid::new_v4().to_string();
+    let mut tx = store.begin_write().await?;
+    lock_roots(store, &mut tx).await?;
+    check_root_free(&mut tx, name, root).await?;
     let result = sqlx::query(
         "INSERT INTO warehouses (id, name, storage_root, storage_profile, profile_version, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, 1, $5, $5)",
@@ -55,23 +114,25 @@ pub(crate) async fn create(
     .bind(root.as_str())
     .bind(profile_json(profile)?)
     .bind(now)
-    .execute(&store.pool)
+    .execute(&mut *tx)
     .await;
     match result {
-        Ok(_) => Ok(Warehouse {
-            id,
-            name: name.clone(),
-            storage_root: root.clone(),
-            storage_profile: profile.clone(),
-            profile_version: 1,
-            created_at_ms: now,
-            updated_at_ms: now,
-        }),
+        Ok(_) => {}
         Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
-            Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")))
+            return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
         }
-        Err(e) => Err(db_error(e)),
+        Err(e) => return Err(db_error(e)),
     }
+    tx.commit().await.map_err(db_error)?;
+    Ok(Warehouse {
+        id,
+        name: name.clone(),
+        storage_root: root.clone(),
+        storage_profile: profile.clone(),
+        profile_version: 1,
+        created_at_ms: now,
+        updated_at_ms: now,
+    })
 }
 
 pub(crate) async fn ensure(
@@ -79,6 +140,12 @@ pub(crate) async fn ensure(
     name: &WarehouseName,
     root: &StorageRoot,
 ) -> Result<Warehouse, CatalogError> {
+    if let Some(existing) = by_name(store, name).await? {
+        return Ok(existing);
+    }
+    let mut tx = store.begin_write().await?;
+    lock_roots(store, &mut tx).await?;
+    check_root_free(&mut tx, name, root).await?;
     // ON CONFLICT DO NOTHING: replicas starting at once each try, exactly one row results.
     sqlx::query(
         "INSERT INTO warehouses (id, name, storage_root, created_at, updated_at) \
@@ -88,9 +155,10 @@ pub(crate) async fn ensure(
     .bind(name.as_str())
     .bind(root.as_str())
     .bind(now_ms())
-    .execute(&store.pool)
+    .execute(&mut *tx)
     .await
     .map_err(db_error)?;
+    tx.commit().await.map_err(db_error)?;
     by_name(store, name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
 }
 

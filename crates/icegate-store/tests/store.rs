@@ -52,6 +52,28 @@ async fn ensure_warehouse_creates_once_and_keeps_the_first_root(db: TestDatabase
     assert_eq!(second.storage_root.as_str(), "file:///a");
 }
 
+async fn warehouse_roots_may_not_overlap(db: TestDatabase) {
+    let store = &db.store;
+    let create = |name: &str, root: &str| {
+        let (name, root) = (WarehouseName::parse(name).unwrap(), StorageRoot::parse(root).unwrap());
+        async move { store.create_warehouse(&name, &root, &StorageProfile::File).await }
+    };
+    create("first", "file:///lake/wh").await.unwrap();
+    for (name, root) in [("same", "file:///lake/wh"), ("inside", "file:///lake/wh/t"), ("around", "file:///lake")] {
+        let err = create(name, root).await.unwrap_err();
+        assert!(matches!(err, CatalogError::BadRequest(_)), "{root}: {err:?}");
+        assert!(store.warehouse_by_name(&WarehouseName::parse(name).unwrap()).await.unwrap().is_none());
+    }
+    // Siblings, even with a common name prefix, and other schemes are separate storage.
+    create("sibling", "file:///lake/wh2").await.unwrap();
+    create("s3", "s3://lake/wh").await.unwrap();
+    let err = store
+        .ensure_warehouse(&WarehouseName::parse("default").unwrap(), &StorageRoot::parse("file:///lake/wh/d").unwrap())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CatalogError::BadRequest(_)), "{err:?}");
+}
+
 async fn deleting_a_warehouse_is_refused_while_it_holds_namespaces(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w1").await;
@@ -343,8 +365,9 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     moving.locations_changed = true;
     assert_eq!(store.swap_metadata(&[moving]).await.unwrap(), SwapOutcome::Applied);
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
-    // Dropping a table releases its extra locations.
-    store.drop_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap();
+    // Dropping a table releases its extra locations, and says which they were (for a purge).
+    let dropped = store.drop_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(dropped.extra_locations, ["file:///w/shared/a-data"]);
     let _ = a;
     table_with(store, &wh, "d", "file:///w/shared/a-data", &[]).await.unwrap();
 }
@@ -433,7 +456,8 @@ async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     let err = store.drop_namespace(&wh, &ns("other")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
     let dropped = store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().unwrap();
-    assert_eq!(dropped.location, "file:///w/db/t");
+    assert_eq!(dropped.tabular.location, "file:///w/db/t");
+    assert!(dropped.extra_locations.is_empty());
     assert!(store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_none());
     store.drop_namespace(&wh, &ns("other")).await.unwrap();
 }
@@ -571,6 +595,7 @@ macro_rules! store_tests {
 store_tests!(
     warehouse_names_are_unique,
     ensure_warehouse_creates_once_and_keeps_the_first_root,
+    warehouse_roots_may_not_overlap,
     deleting_a_warehouse_is_refused_while_it_holds_namespaces,
     a_namespace_keeps_its_properties,
     creating_an_existing_namespace_conflicts,

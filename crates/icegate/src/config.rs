@@ -139,6 +139,8 @@ pub struct CatalogConfig {
     pub idempotency_key_lifetime: Duration,
     /// Bytes of table metadata documents kept in memory by metadata file (0: none).
     pub metadata_cache_bytes: u64,
+    /// The largest metadata document read (after decompression), registered or committed.
+    pub max_metadata_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,6 +201,7 @@ impl Default for CatalogConfig {
             default_warehouse_root: None,
             idempotency_key_lifetime: Duration::from_secs(30 * 60),
             metadata_cache_bytes: icegate_catalog::service::DEFAULT_METADATA_CACHE_BYTES,
+            max_metadata_bytes: icegate_catalog::service::DEFAULT_MAX_METADATA_BYTES,
         }
     }
 }

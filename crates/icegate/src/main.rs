@@ -210,7 +210,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let storage = Arc::new(icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone()));
     let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
         .with_storage(cipher, storage)
-        .with_metadata_cache(config.catalog.metadata_cache_bytes);
+        .with_metadata_cache(config.catalog.metadata_cache_bytes)
+        .with_max_metadata_bytes(config.catalog.max_metadata_bytes);
     let app = icegate_api::app(
         catalog,
         security,

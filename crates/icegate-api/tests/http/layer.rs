@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use icegate_api::HttpOptions;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
-    MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular, TabularKind,
-    Warehouse,
+    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
+    TabularKind, Warehouse,
 };
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
 use icegate_store::testing::TestBackend;
@@ -236,7 +236,10 @@ impl CatalogStore for BrokenStore {
     async fn swap_metadata(&self, _: &[MetadataSwap]) -> Result<SwapOutcome> {
         self.fail().await
     }
-    async fn drop_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Tabular>> {
+    async fn drop_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Dropped>> {
+        self.fail().await
+    }
+    async fn check_locations_free(&self, _: &str, _: &[String], _: Option<&str>) -> Result<()> {
         self.fail().await
     }
     async fn rename_tabular(
