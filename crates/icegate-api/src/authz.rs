@@ -13,7 +13,7 @@ use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::access::{Authorizer, Caller, Privilege, SecurableType, Target, Visibility};
+use icegate_catalog::access::{Authorizer, Caller, Privilege, Target, Visibility};
 use icegate_catalog::auth::Authenticator;
 use icegate_catalog::storage::AccessLevel;
 use icegate_catalog::store::TabularKind;
@@ -91,12 +91,9 @@ pub enum Rule {
     Tabular(TabularKind, Privilege),
     /// Drop on the body's source, create on the destination's namespace.
     Rename(TabularKind),
-    /// Write on every table of the body's `table-changes`.
-    Transaction,
-    /// Manage grants on the body's securable.
-    Grant,
-    /// Listing grants: by role needs server admin; by principal, admin or being that principal.
-    ListGrants,
+    /// Any authenticated caller; the handler decides with the values it parsed (grants: manage
+    /// grants and hold the privilege on the securable; listings: server admin or oneself).
+    InHandler,
 }
 
 /// The rule of each route (method and route template).
@@ -126,14 +123,17 @@ pub fn rule(method: &Method, route: &str) -> Option<Rule> {
         ) => R::Namespace(P::Create),
         ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Read),
         ("HEAD", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Describe),
-        ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Write),
+        // The commit decides: `write` on an existing table, `create` in the namespace for a
+        // commit that creates one (assert-create). The route only needs the table visible.
+        ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Describe),
         ("DELETE", "/v1/{prefix}/namespaces/{namespace}/tables/{table}") => R::Tabular(table, P::Drop),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics") => R::Tabular(table, P::Read),
         // Credentials and signatures are scoped to the caller's level (read or read-write).
         ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials") => R::Tabular(table, P::Read),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign") => R::Tabular(table, P::Read),
         ("POST", "/v1/{prefix}/tables/rename") => R::Rename(table),
-        ("POST", "/v1/{prefix}/transactions/commit") => R::Transaction,
+        // The transaction decides: `write` on every table it changes, on the identifiers it parsed.
+        ("POST", "/v1/{prefix}/transactions/commit") => R::Warehouse(P::Describe),
         ("GET", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Read),
         ("HEAD", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Describe),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Write),
@@ -153,9 +153,9 @@ pub fn rule(method: &Method, route: &str) -> Option<Rule> {
             | "/management/v1/roles/{role}"
             | "/management/v1/roles/{role}/principals/{principal}",
         ) => R::Server(P::Admin),
-        ("POST" | "DELETE", "/management/v1/grants") => R::Grant,
-        ("GET", "/management/v1/grants") => R::ListGrants,
-        ("GET", "/management/v1/grants/on") => R::Grant,
+        // Decided by the handler on the securable, privilege or parameter it parsed.
+        ("POST" | "DELETE", "/management/v1/grants")
+        | ("GET", "/management/v1/grants" | "/management/v1/grants/on") => R::InHandler,
         _ => return None,
     })
 }
@@ -220,6 +220,12 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     let security = &state.security;
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let caller = security.authenticate(authorization).await?;
+    if let Caller::Principal { id, .. } = &caller
+        && !security.authorizer.principal_active(id).await?
+    {
+        tracing::info!(principal = %id, "request not authenticated: the principal was deleted");
+        return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
+    }
     let (mut parts, body) = request.into_parts();
     parts.extensions.insert(caller.clone());
     if caller == Caller::Unrestricted {
@@ -233,8 +239,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     let query: HashMap<String, String> =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     // Bodies are read only for the rules that need them (small JSON documents).
-    let needs_body = matches!(rule, Rule::CreateNamespace | Rule::Rename(_) | Rule::Transaction | Rule::Grant)
-        && method != Method::GET;
+    let needs_body = matches!(rule, Rule::CreateNamespace | Rule::Rename(_));
     let (body, json) = if needs_body {
         let bytes = axum::body::to_bytes(body, state.max_body_bytes)
             .await
@@ -254,6 +259,16 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
         } else {
             state.catalog.config_warehouse(query.get("warehouse").map(String::as_str)).await
         }
+    };
+    // A warehouse the caller may not see is answered with what the client asked for, exactly as
+    // an unknown one is (a /v1 prefix is an opaque id: the name is not the client's to learn).
+    let asked = |wh: &icegate_catalog::store::Warehouse| {
+        params
+            .get("prefix")
+            .or_else(|| params.get("name"))
+            .or_else(|| query.get("warehouse"))
+            .cloned()
+            .unwrap_or_else(|| wh.name.to_string())
     };
     let namespace_param = || NamespaceIdent::parse_encoded(params.get("namespace").map(String::as_str).unwrap_or(""));
     let visibility = match rule {
@@ -277,7 +292,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
         }
         Rule::Warehouse(privilege) => {
             let wh = warehouse().await?;
-            let name = wh.name.to_string();
+            let name = asked(&wh);
             authorizer
                 .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, privilege, || {
                     CatalogError::no_such_warehouse(name)
@@ -295,7 +310,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
                         .await?
                 }
                 None => {
-                    let name = wh.name.to_string();
+                    let name = asked(&wh);
                     authorizer
                         .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, Privilege::Describe, || {
                             CatalogError::no_such_warehouse(name)
@@ -313,7 +328,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
                     authorizer.check(&caller, &namespace_target(&wh.id, parent), Privilege::Create, || missing).await?
                 }
                 None => {
-                    let name = wh.name.to_string();
+                    let name = asked(&wh);
                     authorizer
                         .check(&caller, &Target::Warehouse { warehouse_id: wh.id }, Privilege::Create, || {
                             CatalogError::no_such_warehouse(name)
@@ -361,77 +376,8 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
             let missing = CatalogError::no_such_namespace(&destination);
             authorizer.check(&caller, &namespace_target(&wh.id, destination), Privilege::Create, || missing).await?
         }
-        Rule::Transaction => {
-            let wh = warehouse().await?;
-            for change in json["table-changes"].as_array().into_iter().flatten() {
-                let namespace = body_namespace(&change["identifier"]["namespace"])?;
-                let name = change["identifier"]["name"].as_str().unwrap_or_default().to_owned();
-                let missing = CatalogError::no_such_table(format!("{namespace}.{name}"));
-                let target = Target::Tabular { warehouse_id: wh.id.clone(), namespace, name, kind: TabularKind::Table };
-                authorizer.check(&caller, &target, Privilege::Write, || missing).await?;
-            }
-            Visibility::All
-        }
-        Rule::Grant => {
-            let securable = if method == Method::GET { query_securable(&query) } else { json["securable"].clone() };
-            let target = securable_target(state, &securable).await?;
-            authorizer
-                .check(&caller, &target, Privilege::ManageGrants, || {
-                    CatalogError::Forbidden("requires manage_grants".into())
-                })
-                .await?
-        }
-        Rule::ListGrants => {
-            let own =
-                matches!((&caller, query.get("principal")), (Caller::Principal { name, .. }, Some(p)) if p == name);
-            if !own {
-                authorizer
-                    .check(&caller, &Target::Server, Privilege::Admin, || {
-                        CatalogError::Forbidden("requires admin on the server".into())
-                    })
-                    .await?;
-            }
-            Visibility::All
-        }
+        Rule::InHandler => Visibility::All,
     };
     parts.extensions.insert(visibility);
     Ok(Request::from_parts(parts, body))
-}
-
-fn query_securable(query: &HashMap<String, String>) -> Value {
-    let mut value = serde_json::json!({"type": query.get("type").cloned().unwrap_or_default()});
-    if let Some(w) = query.get("warehouse") {
-        value["warehouse"] = Value::String(w.clone());
-    }
-    if let Some(n) = query.get("namespace") {
-        value["namespace"] = Value::Array(n.split('\u{1f}').map(|l| Value::String(l.to_owned())).collect());
-    }
-    if let Some(n) = query.get("name") {
-        value["name"] = Value::String(n.clone());
-    }
-    value
-}
-
-/// The authorization target of a securable named in a grant request.
-async fn securable_target(state: &AppState, securable: &Value) -> Result<Target, CatalogError> {
-    let kind = SecurableType::parse(securable["type"].as_str().unwrap_or_default())?;
-    if kind == SecurableType::Server {
-        return Ok(Target::Server);
-    }
-    let warehouse =
-        securable["warehouse"].as_str().ok_or_else(|| CatalogError::bad_request("securable.warehouse is required"))?;
-    let warehouse_id = state.catalog.get_warehouse(warehouse).await?.id;
-    if kind == SecurableType::Warehouse {
-        return Ok(Target::Warehouse { warehouse_id });
-    }
-    let namespace = body_namespace(&securable["namespace"])?;
-    Ok(match kind {
-        SecurableType::Namespace => Target::Namespace { warehouse_id, namespace },
-        _ => Target::Tabular {
-            warehouse_id,
-            namespace,
-            name: securable["name"].as_str().unwrap_or_default().to_owned(),
-            kind: if kind == SecurableType::View { TabularKind::View } else { TabularKind::Table },
-        },
-    })
 }

@@ -92,3 +92,20 @@ where
             .map_err(|e: PathRejection| ApiError::bad_request(format!("Invalid path: {}", e.body_text())))
     }
 }
+
+/// The request's context (caller and authorizer), for services that decide authorization on
+/// the values they act on. Every route but the public ones has its caller set by the guard; a
+/// handler reached without one is a wiring bug, and the request is refused.
+pub struct Context(pub icegate_catalog::RequestContext);
+
+impl FromRequestParts<crate::AppState> for Context {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        let caller = parts.extensions.get::<icegate_catalog::access::Caller>().cloned().ok_or_else(|| {
+            tracing::error!(path = %parts.uri.path(), "a request reached a service without a caller");
+            ApiError::new(StatusCode::FORBIDDEN, "ForbiddenException", "no authorization for this request")
+        })?;
+        Ok(Self(icegate_catalog::RequestContext::new(caller, state.security.authorizer.clone())))
+    }
+}

@@ -4,6 +4,11 @@
 //! never apply a change twice. The final response (2xx, or a deterministic 4xx) is then stored
 //! and replayed to every retry within the advertised lifetime; a retry that arrives while the
 //! first request is still running waits for its answer. 5xx answers are not stored.
+//!
+//! A key belongs to the principal that sent it and to one request (method, path and body): a
+//! key of the same value from another principal is another key, and a reuse with another body
+//! is refused. Stored responses never hold storage credentials: they are vended again, for the
+//! caller as it is then, when a response is replayed.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -12,7 +17,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::idempotency::{self, IdempotencyScope};
+use icegate_catalog::access::Caller;
+use icegate_catalog::idempotency::{self, IdempotencyKey, IdempotencyScope};
+use sha2::{Digest, Sha256};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -65,11 +72,21 @@ fn replay(status: u16, body: Option<String>) -> Response {
 
 enum Prior {
     None,
-    Replay(Response),
+    /// A finished request with this key: its status and (credential-free) body.
+    Done(u16, Option<String>),
 }
 
-/// Waits (up to `deadline`) for a prior request with this key to finish, then replays it.
-async fn prior(state: &AppState, key: &str, operation: &str, deadline: Instant) -> Result<Prior, ApiError> {
+fn unprocessable(message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableEntityException", message)
+}
+
+/// Waits (up to `deadline`) for a prior request with this key to finish.
+async fn prior(
+    state: &AppState,
+    key: &IdempotencyKey,
+    request: &Fingerprint,
+    deadline: Instant,
+) -> Result<Prior, ApiError> {
     let store = state.catalog.store();
     loop {
         let Some(record) = store.idempotency_record(key).await? else { return Ok(Prior::None) };
@@ -78,25 +95,91 @@ async fn prior(state: &AppState, key: &str, operation: &str, deadline: Instant) 
             store.delete_idempotency_key(key).await?;
             return Ok(Prior::None);
         }
-        if record.operation != operation {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "UnprocessableEntityException",
-                format!("Idempotency-Key {key} was used for another operation ({}); use a new key", record.operation),
-            ));
+        if record.operation != request.operation {
+            return Err(unprocessable(format!(
+                "Idempotency-Key {} was used for another operation ({}); use a new key",
+                key.key, record.operation
+            )));
+        }
+        if record.request_digest != request.digest {
+            return Err(unprocessable(format!(
+                "Idempotency-Key {} was used for a different request body; use a new key",
+                key.key
+            )));
         }
         if let Some(status) = record.status {
-            return Ok(Prior::Replay(replay(status, record.body)));
+            return Ok(Prior::Done(status, record.body));
         }
         if Instant::now() >= deadline {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "ServiceUnavailableException",
-                format!("the request with Idempotency-Key {key} has not finished; retry later"),
+                format!("the request with Idempotency-Key {} has not finished; retry later", key.key),
             ));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// What a key is bound to besides its principal: the operation and the exact request.
+struct Fingerprint {
+    /// `"<METHOD> <path>"`.
+    operation: String,
+    /// SHA-256 (hex) of method, path, query and body.
+    digest: String,
+}
+
+impl Fingerprint {
+    fn of(parts: &axum::http::request::Parts, body: &[u8]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(parts.method.as_str().as_bytes());
+        hasher.update(b"\n");
+        hasher.update(parts.uri.path_and_query().map_or("", |p| p.as_str()).as_bytes());
+        hasher.update(b"\n");
+        hasher.update(body);
+        let digest = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        Self { operation: format!("{} {}", parts.method, parts.uri.path()), digest }
+    }
+}
+
+/// Keys of a response's `config` that hold credentials: never stored, vended again on replay.
+fn is_credential_key(key: &str) -> bool {
+    ["access-key-id", "secret-access-key", "session-token", "sas-token", "oauth2.token", ".token"]
+        .iter()
+        .any(|part| key.contains(part))
+}
+
+/// The response body as it may be stored: without storage credentials (in `config` and in
+/// `storage-credentials`). Bodies that are not JSON objects are stored as they are.
+fn without_credentials(body: &str) -> String {
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str::<serde_json::Value>(body) else {
+        return body.to_owned();
+    };
+    let mut changed = object.remove("storage-credentials").is_some();
+    if let Some(serde_json::Value::Object(config)) = object.get_mut("config") {
+        let before = config.len();
+        config.retain(|key, _| !is_credential_key(key));
+        changed |= config.len() != before;
+    }
+    if changed { serde_json::Value::Object(object).to_string() } else { body.to_owned() }
+}
+
+/// A finished request's answer for a retry: the stored body, with storage credentials vended
+/// afresh (for the caller as it is now) where the first answer carried them.
+async fn answer(
+    state: &AppState,
+    status: u16,
+    body: Option<String>,
+    parts: &axum::http::request::Parts,
+    request_body: &[u8],
+) -> Response {
+    if status == 200
+        && let Some(stored) = &body
+        && let Some(revended) = crate::routes::tables::revend_replayed(state, parts, request_body, stored).await
+    {
+        return replay(status, Some(revended));
+    }
+    replay(status, body)
 }
 
 /// Middleware over every route.
@@ -110,21 +193,40 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let Some(key) = value.to_str().ok().and_then(|v| uuid::Uuid::parse_str(v.trim()).ok()) else {
         return ApiError::bad_request("Idempotency-Key must be a UUID (UUIDv7 recommended)").into_response();
     };
-    let key = key.hyphenated().to_string();
-    let operation = format!("{} {}", request.method(), request.uri().path());
+    // The key belongs to the caller (authorization ran before this middleware).
+    let principal = match request.extensions().get::<Caller>() {
+        Some(Caller::Principal { id, .. }) => id.clone(),
+        _ => String::new(),
+    };
+    let key = IdempotencyKey { principal, key: key.hyphenated().to_string() };
+    // The key is bound to the request's content: its body is read here (bounded like any body).
+    let (parts, body) = request.into_parts();
+    let request_body = match axum::body::to_bytes(body, state.max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "BadRequestException",
+                format!("request body larger than {} bytes or unreadable", state.max_body_bytes),
+            )
+            .into_response();
+        }
+    };
+    let fingerprint = Fingerprint::of(&parts, &request_body);
     let deadline = Instant::now() + state.request_timeout.mul_f32(0.8);
-    match prior(&state, &key, &operation, deadline).await {
-        Ok(Prior::Replay(response)) => return response,
+    match prior(&state, &key, &fingerprint, deadline).await {
+        Ok(Prior::Done(status, body)) => return answer(&state, status, body, &parts, &request_body).await,
         Ok(Prior::None) => {}
         Err(err) => return err.into_response(),
     }
 
-    let scope = IdempotencyScope::new(key.clone(), operation.clone());
+    let scope = IdempotencyScope::new(key.clone(), fingerprint.operation.clone(), fingerprint.digest.clone());
+    let request = Request::from_parts(parts.clone(), Body::from(request_body.clone()));
     let response = idempotency::scoped(scope.clone(), next.run(request)).await;
     if response.extensions().get::<KeyTaken>().is_some() {
         // A concurrent duplicate applied first: answer as it does.
-        return match prior(&state, &key, &operation, deadline).await {
-            Ok(Prior::Replay(response)) => response,
+        return match prior(&state, &key, &fingerprint, deadline).await {
+            Ok(Prior::Done(status, body)) => answer(&state, status, body, &parts, &request_body).await,
             Ok(Prior::None) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException", "retry").into_response()
             }
@@ -135,36 +237,48 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     if status.is_server_error() || !(status.is_success() || status.is_client_error()) {
         return response;
     }
-    // Finalise: keep the body to replay it.
-    let (parts, body) = response.into_parts();
+    // A success that changed nothing (a staged create, a commit without updates) is not kept:
+    // a retry simply runs again, and gets fresh credentials if it asked for them.
+    if status.is_success() && !scope.recorded() {
+        return response;
+    }
+    // Finalise: keep the body (without credentials) to replay it.
+    let (response_parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(_) => {
             return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "ServiceFailureException", "").into_response();
         }
     };
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let stored = without_credentials(&String::from_utf8_lossy(&bytes));
     match state
         .catalog
         .store()
-        .finalize_idempotency_key(&key, &operation, status.as_u16(), &text, scope.recorded())
+        .finalize_idempotency_key(
+            &key,
+            &fingerprint.operation,
+            &fingerprint.digest,
+            status.as_u16(),
+            &stored,
+            scope.recorded(),
+        )
         .await
     {
         Ok(true) => {}
         // This request mutated nothing, and a concurrent duplicate owns the key (typically: it
         // created what this one then found existing). Answer as that one does.
         Ok(false) if !scope.recorded() => {
-            return match prior(&state, &key, &operation, deadline).await {
-                Ok(Prior::Replay(response)) => response,
-                Ok(Prior::None) => Response::from_parts(parts, Body::from(bytes)),
+            return match prior(&state, &key, &fingerprint, deadline).await {
+                Ok(Prior::Done(status, body)) => answer(&state, status, body, &parts, &request_body).await,
+                Ok(Prior::None) => Response::from_parts(response_parts, Body::from(bytes)),
                 Err(err) => err.into_response(),
             };
         }
-        Ok(false) => tracing::warn!(%key, "idempotency key was finalised twice"),
+        Ok(false) => tracing::warn!(key = %key.key, "idempotency key was finalised twice"),
         // The mutation stands; a retry will wait for a finalisation that never comes and get 503.
-        Err(err) => tracing::warn!(%key, error = %err, "could not store an idempotent response"),
+        Err(err) => tracing::warn!(key = %key.key, error = %err, "could not store an idempotent response"),
     }
-    Response::from_parts(parts, Body::from(bytes))
+    Response::from_parts(response_parts, Body::from(bytes))
 }
 
 /// Removes expired keys every few minutes (any replica may do it; the delete is idempotent).

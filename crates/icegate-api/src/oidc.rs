@@ -36,6 +36,34 @@ pub struct OidcIssuerConfig {
     /// The claim whose values name the caller's icegate roles (e.g. `groups` or `roles`).
     #[serde(default)]
     pub roles_claim: Option<String>,
+    /// Roles that a claim may map onto with their grants on the server itself (such as the
+    /// `admin` role). A claim value naming any other role still makes the caller a member, but
+    /// that role's server-wide grants do not apply through it. Empty by default: no identity
+    /// provider group becomes the catalog's administrator unless the operator says so here.
+    #[serde(default)]
+    pub admin_roles: Vec<String>,
+    /// The suffix of the principal names this issuer's users get (`<username>@<name>`);
+    /// the issuer URL's host by default. Names are qualified so that one issuer's users can
+    /// never take names meant for another's, or for icegate's own principals.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl OidcIssuerConfig {
+    /// The suffix of this issuer's principal names.
+    fn principal_suffix(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            url::Url::parse(&self.issuer)
+                .ok()
+                .and_then(|u| {
+                    u.host_str().map(|h| match u.port() {
+                        Some(port) => format!("{h}:{port}"),
+                        None => h.to_owned(),
+                    })
+                })
+                .unwrap_or_else(|| self.issuer.clone())
+        })
+    }
 }
 
 fn default_subject_claim() -> String {
@@ -140,9 +168,12 @@ impl OidcVerifier {
                 _ => Vec::new(),
             })
             .unwrap_or_default();
-        let name = claims.get("preferred_username").and_then(Value::as_str).unwrap_or(&subject).to_owned();
-        let principal =
-            self.access.provision_external_principal(&issuer.config.issuer, &subject, &name, &roles).await?;
+        let username = claims.get("preferred_username").and_then(Value::as_str).unwrap_or(&subject);
+        let name = format!("{username}@{}", issuer.config.principal_suffix());
+        let principal = self
+            .access
+            .provision_external_principal(&issuer.config.issuer, &subject, &name, &roles, &issuer.config.admin_roles)
+            .await?;
         self.provisioned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let caller = Caller::Principal { id: principal.id, name: principal.name };
         let expires_in = claims.get("exp").and_then(Value::as_u64).map_or(0, |exp| {

@@ -115,6 +115,9 @@ pub enum Target {
 pub struct Holdings {
     pub direct: HashSet<Privilege>,
     pub below: bool,
+    /// The earliest expiry of the grants these holdings come from (milliseconds since the
+    /// epoch): a cached decision is not used past it.
+    pub expires_at_ms: Option<i64>,
 }
 
 impl Holdings {
@@ -175,11 +178,11 @@ mod tests {
         let none = Holdings::default();
         let err = decide(&none, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
         assert!(matches!(err, CatalogError::NotFound { .. }));
-        let below = Holdings { direct: HashSet::new(), below: true };
+        let below = Holdings { direct: HashSet::new(), below: true, expires_at_ms: None };
         assert!(decide(&below, Privilege::Describe, || CatalogError::no_such_table("t")).is_ok());
         let err = decide(&below, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
         assert!(matches!(err, CatalogError::Forbidden(_)));
-        let reader = Holdings { direct: HashSet::from([Privilege::Read]), below: false };
+        let reader = Holdings { direct: HashSet::from([Privilege::Read]), below: false, expires_at_ms: None };
         assert!(decide(&reader, Privilege::Read, || CatalogError::no_such_table("t")).is_ok());
         assert!(matches!(
             decide(&reader, Privilege::Write, || CatalogError::no_such_table("t")),
@@ -259,6 +262,8 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
     async fn principal_by_name(&self, name: &str) -> crate::Result<Option<PrincipalRecord>>;
     async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
+    /// Whether a principal with this id exists (its tokens stop working when it is deleted).
+    async fn principal_exists(&self, id: &str) -> crate::Result<bool>;
     async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
     async fn delete_principal(&self, name: &str) -> crate::Result<()>;
     async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
@@ -274,13 +279,15 @@ pub trait AccessStore: Send + Sync + 'static {
 
     /// The principal of an external identity (created on first sight, named `name` or, if that is
     /// taken, `name@issuer`), with its claim-derived memberships set to the existing roles among
-    /// `claimed_roles`.
+    /// `claimed_roles`. Those memberships confer grants on the server only for roles listed in
+    /// `admin_roles`.
     async fn provision_external_principal(
         &self,
         issuer: &str,
         subject: &str,
         name: &str,
         claimed_roles: &[String],
+        admin_roles: &[String],
     ) -> crate::Result<PrincipalRecord>;
 
     async fn grant(
@@ -327,15 +334,17 @@ impl Visibility {
 /// principal and target is cached.
 ///
 /// The cache (off unless [`Authorizer::with_cache_ttl`]) keeps what a principal holds on a target
-/// for at most its TTL. Every change of principals, roles, memberships or grants made through
-/// this process clears it at once ([`Authorizer::invalidate`]); other replicas see such a change
-/// within the TTL, and a grant may outlive its expiry by at most the TTL.
+/// for at most its TTL, and never past the expiry of a grant it comes from. Every change of
+/// principals, roles, memberships or grants made through this process clears it at once
+/// ([`Authorizer::invalidate`]); other replicas see such a change within the TTL.
 pub struct Authorizer {
     access: std::sync::Arc<dyn AccessStore>,
     ttl: std::time::Duration,
     cache: std::sync::RwLock<std::collections::HashMap<(String, Target), (Holdings, std::time::Instant)>>,
     /// Bumped by every invalidation: a lookup that started before one does not cache its answer.
     generation: std::sync::atomic::AtomicU64,
+    /// Principals found to exist, and when (same TTL and invalidation as holdings).
+    active: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 /// Entries beyond this clear the cache (it refills with what is in use).
@@ -343,7 +352,13 @@ const MAX_CACHED_HOLDINGS: usize = 100_000;
 
 impl Authorizer {
     pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
-        Self { access, ttl: std::time::Duration::ZERO, cache: Default::default(), generation: Default::default() }
+        Self {
+            access,
+            ttl: std::time::Duration::ZERO,
+            cache: Default::default(),
+            generation: Default::default(),
+            active: Default::default(),
+        }
     }
 
     /// Caches holdings for `ttl` (zero: no cache).
@@ -357,18 +372,46 @@ impl Authorizer {
         let mut cache = self.cache.write().expect("authorization cache");
         self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         cache.clear();
+        self.active.write().expect("principal cache").clear();
+    }
+
+    /// Whether the principal behind a verified token still exists. A deleted principal's
+    /// tokens stop working at once on this replica (deletes invalidate) and within the TTL on
+    /// others.
+    pub async fn principal_active(&self, id: &str) -> Result<bool, CatalogError> {
+        if !self.ttl.is_zero()
+            && let Some(at) = self.active.read().expect("principal cache").get(id)
+            && at.elapsed() < self.ttl
+        {
+            return Ok(true);
+        }
+        let started = std::time::Instant::now();
+        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let exists = self.access.principal_exists(id).await?;
+        if exists && !self.ttl.is_zero() {
+            let mut active = self.active.write().expect("principal cache");
+            if self.generation.load(std::sync::atomic::Ordering::SeqCst) == generation {
+                if active.len() >= MAX_CACHED_HOLDINGS {
+                    active.clear();
+                }
+                active.insert(id.to_owned(), started);
+            }
+        }
+        Ok(exists)
     }
 
     async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
         let key = (principal.to_owned(), target.clone());
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        // A cached answer holds for the TTL, and never past the expiry of a grant behind it.
         if !self.ttl.is_zero()
             && let Some((holdings, at)) = self.cache.read().expect("authorization cache").get(&key)
             && at.elapsed() < self.ttl
+            && holdings.expires_at_ms.is_none_or(|expiry| now < expiry)
         {
             return Ok(holdings.clone());
         }
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let started = std::time::Instant::now();
         let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
         let holdings = self.access.holdings(principal, target, now).await?;

@@ -13,18 +13,29 @@ tokio::task_local! {
     static SCOPE: Arc<IdempotencyScope>;
 }
 
+/// An `Idempotency-Key` as stored: keys belong to the principal that sent them (`""` when
+/// authentication is off), so one principal's key never answers for another's request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey {
+    pub principal: String,
+    pub key: String,
+}
+
 /// The key of the request being served.
 #[derive(Debug)]
 pub struct IdempotencyScope {
-    pub key: String,
+    pub key: IdempotencyKey,
     /// `"<METHOD> <path>"`.
     pub operation: String,
+    /// SHA-256 (hex) of the request's method, path, query and body: a key reused for another
+    /// request is refused, not answered with the first one's response.
+    pub request_digest: String,
     recorded: AtomicBool,
 }
 
 impl IdempotencyScope {
-    pub fn new(key: String, operation: String) -> Arc<Self> {
-        Arc::new(Self { key, operation, recorded: AtomicBool::new(false) })
+    pub fn new(key: IdempotencyKey, operation: String, request_digest: String) -> Arc<Self> {
+        Arc::new(Self { key, operation, request_digest, recorded: AtomicBool::new(false) })
     }
 
     /// Whether a mutation committed together with this key's row.
@@ -70,6 +81,7 @@ pub async fn scoped<F: Future>(scope: Arc<IdempotencyScope>, future: F) -> F::Ou
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyRecord {
     pub operation: String,
+    pub request_digest: String,
     /// `None` while the guarded request has not finalised its response.
     pub status: Option<u16>,
     pub body: Option<String>,

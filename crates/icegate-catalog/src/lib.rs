@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod context;
 pub mod error;
 pub mod files;
 pub mod idempotency;
@@ -18,6 +19,7 @@ pub mod store;
 pub mod tables;
 pub mod views;
 
+pub use context::RequestContext;
 pub use error::{CatalogError, ObjectKind, Result};
 pub use ident::{NamespaceIdent, StorageRoot, WarehouseName};
 pub use service::Catalog;

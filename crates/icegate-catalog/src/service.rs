@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::metadata_cache::MetadataCache;
 use crate::pagination::{encode_token, page_request};
-use crate::storage::{CredentialVendor, SecretCipher, StorageProfile, validate_profile};
+use crate::storage::{
+    AllowedEndpoint, CredentialVendor, SecretCipher, StorageProfile, server_admin_reasons, validate_profile,
+};
 use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
 
 /// A page of results plus the token for the next one (`None` on the last page).
@@ -39,6 +42,8 @@ pub struct Catalog {
     metadata: Arc<MetadataCache>,
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
     max_metadata_bytes: u64,
+    /// Endpoints a warehouse admin may use in a storage profile (`storage.allowed_endpoints`).
+    allowed_endpoints: Arc<Vec<AllowedEndpoint>>,
 }
 
 /// The default of `catalog.max_metadata_bytes`.
@@ -60,7 +65,25 @@ impl Catalog {
             locations: Arc::default(),
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
+            allowed_endpoints: Arc::default(),
         }
+    }
+
+    /// Endpoints that storage profiles may name without admin on the server.
+    pub fn with_allowed_endpoints(mut self, endpoints: Vec<AllowedEndpoint>) -> Self {
+        self.allowed_endpoints = Arc::new(endpoints);
+        self
+    }
+
+    /// A profile that uses the server's own identity, vends unscoped keys or names an endpoint
+    /// outside `storage.allowed_endpoints` needs admin on the server, whoever may administer
+    /// the warehouse.
+    async fn authorize_profile(&self, ctx: &RequestContext, profile: &StorageProfile) -> Result<()> {
+        let reasons = server_admin_reasons(profile, &self.allowed_endpoints);
+        if reasons.is_empty() || ctx.is_server_admin().await? {
+            return Ok(());
+        }
+        Err(CatalogError::Forbidden(format!("this storage profile needs admin on the server: {}", reasons.join("; "))))
     }
 
     /// Bounds every metadata document the catalog reads, registers or commits (decompressed).
@@ -185,9 +208,16 @@ impl Catalog {
     }
 
     /// Creates a warehouse; secrets in `profile` must already be sealed with [`Self::cipher`].
-    pub async fn create_warehouse(&self, name: &str, storage_root: &str, profile: StorageProfile) -> Result<Warehouse> {
+    pub async fn create_warehouse(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        storage_root: &str,
+        profile: StorageProfile,
+    ) -> Result<Warehouse> {
         let name = WarehouseName::parse(name)?;
         let root = StorageRoot::parse(storage_root)?;
+        self.authorize_profile(ctx, &profile).await?;
         if self.store.warehouse_by_name(&name).await?.is_some() {
             return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
         }
@@ -197,8 +227,14 @@ impl Catalog {
 
     /// Replaces a warehouse's storage profile (validated and probed like on create). Cached
     /// clients and credentials of the old profile are not used again: they are keyed by version.
-    pub async fn update_storage_profile(&self, name: &str, profile: StorageProfile) -> Result<Warehouse> {
+    pub async fn update_storage_profile(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        profile: StorageProfile,
+    ) -> Result<Warehouse> {
         let existing = self.get_warehouse(name).await?;
+        self.authorize_profile(ctx, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
         let updated = self.store.update_storage_profile(&existing.name, &profile).await?;
         self.warehouses.write().expect("warehouse cache").retain(|_, (w, _)| w.name != updated.name);

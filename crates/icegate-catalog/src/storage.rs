@@ -346,6 +346,57 @@ pub trait CredentialVendor: Send + Sync + 'static {
     ) -> Result<SignResult>;
 }
 
+/// An endpoint the operator allows warehouse admins to point a profile at
+/// (`storage.allowed_endpoints`): scheme, host and port of a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowedEndpoint {
+    scheme: String,
+    host: String,
+    port: Option<u16>,
+}
+
+impl AllowedEndpoint {
+    pub fn parse(url: &str) -> std::result::Result<Self, String> {
+        let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(format!("{url:?} is not an http(s) URL with a host"));
+        }
+        Ok(Self {
+            scheme: parsed.scheme().to_owned(),
+            host: parsed.host_str().unwrap_or_default().to_ascii_lowercase(),
+            port: parsed.port_or_known_default(),
+        })
+    }
+
+    fn matches(&self, url: &str) -> bool {
+        Self::parse(url).is_ok_and(|other| other == *self)
+    }
+}
+
+/// Why storing `profile` needs admin on the server, not only on the warehouse: it makes the
+/// server act with its own cloud identity (the default credential chain reaches whatever the
+/// server's role reaches, other warehouses included), it hands clients unscoped keys (`static`
+/// vending), or it points the server's signed requests at an endpoint the operator has not
+/// allowed (server-side request forgery). Empty when a warehouse admin may store it.
+pub fn server_admin_reasons(profile: &StorageProfile, allowed: &[AllowedEndpoint]) -> Vec<String> {
+    let Some(s3) = profile.s3() else { return Vec::new() };
+    let mut reasons = Vec::new();
+    if s3.credentials == S3Credentials::DefaultChain {
+        reasons.push("credentials of type default-chain use the server's own identity".to_owned());
+    }
+    if s3.vending == VendingMode::Static {
+        reasons.push("vending mode static hands clients the warehouse's own, unscoped keys".to_owned());
+    }
+    for (what, url) in [("endpoint", &s3.endpoint), ("sts.endpoint", &s3.sts.endpoint)] {
+        if let Some(url) = url
+            && !allowed.iter().any(|a| a.matches(url))
+        {
+            reasons.push(format!("{what} {url} is not in storage.allowed_endpoints"));
+        }
+    }
+    reasons
+}
+
 /// Validates a profile against its storage root and seals nothing (the caller seals secrets).
 pub fn validate_profile(root: &crate::ident::StorageRoot, profile: &StorageProfile) -> Result<()> {
     let bad = |why: String| CatalogError::bad_request(format!("invalid storage profile: {why}"));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::idempotency::IdempotencyRecord;
+use crate::idempotency::{IdempotencyKey, IdempotencyRecord};
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::storage::StorageProfile;
 
@@ -200,21 +200,21 @@ pub trait CatalogStore: Send + Sync + 'static {
         removals: &[String],
     ) -> Result<PropertiesChange>;
 
-    async fn idempotency_record(&self, key: &str) -> Result<Option<IdempotencyRecord>>;
+    async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>>;
     /// Stores the final response of a key: fills in the row the mutation reserved (`reserved`),
     /// or inserts one for a request that mutated nothing. False when another request owns the
     /// key (its answer is the one to replay).
     async fn finalize_idempotency_key(
         &self,
-        key: &str,
+        key: &IdempotencyKey,
         operation: &str,
+        request_digest: &str,
         status: u16,
         body: &str,
         reserved: bool,
     ) -> Result<bool>;
     /// Forgets a key (an expired one, before it is used again).
-    async fn delete_idempotency_key(&self, key: &str) -> Result<()>;
-    /// Removes keys created before `before_ms`; returns how many.
+    async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<()>;
     async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64>;
 
     /// Inserts a table or view. `AlreadyExists` when a table or view of that name exists,

@@ -15,6 +15,8 @@ use iceberg::spec::{FormatVersion, Schema, SortOrder, TableMetadata, TableMetada
 use iceberg::{TableRequirement, TableUpdate};
 use sha2::{Digest, Sha256};
 
+use crate::access::{Privilege, Target};
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
 use crate::metadata_cache::Cached;
@@ -544,6 +546,7 @@ impl Catalog {
     /// table at it.
     pub async fn register_table(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         name: &str,
@@ -569,6 +572,19 @@ impl Catalog {
         let metadata_json = to_json(&metadata)?;
         self.check_size("document", metadata_json.len())?;
         if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
+            // Replacing a table's metadata is replacing the table: `write` and `drop` on it.
+            let target = Target::Tabular {
+                warehouse_id: warehouse.id.clone(),
+                namespace: table.namespace.clone(),
+                name: table.name.clone(),
+                kind: TabularKind::Table,
+            };
+            for privilege in [Privilege::Write, Privilege::Drop] {
+                ctx.require(&target, privilege, || {
+                    CatalogError::AlreadyExists(format!("Table already exists: {table}"))
+                })
+                .await?;
+            }
             let swap = MetadataSwap {
                 id: existing.id.clone(),
                 warehouse_id: warehouse.id.clone(),
@@ -613,17 +629,22 @@ impl Catalog {
 
     /// updateTable: one table's commit. It runs to completion on its own task even if the
     /// request goes away, so no metadata file is left behind half way.
-    pub async fn commit_table(&self, prefix: &str, change: TableChange) -> Result<TableResult> {
+    pub async fn commit_table(&self, ctx: &RequestContext, prefix: &str, change: TableChange) -> Result<TableResult> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let catalog = self.clone();
+        let (catalog, ctx) = (self.clone(), ctx.clone());
         let mut results =
-            crate::idempotency::detached(async move { catalog.commit(&warehouse, vec![change], false).await })
+            crate::idempotency::detached(async move { catalog.commit(&ctx, &warehouse, vec![change], false).await })
                 .await??;
         Ok(results.remove(0))
     }
 
     /// commitTransaction: every table's changes, atomically.
-    pub async fn commit_transaction(&self, prefix: &str, changes: Vec<TableChange>) -> Result<()> {
+    pub async fn commit_transaction(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        changes: Vec<TableChange>,
+    ) -> Result<()> {
         if changes.is_empty() {
             return Err(CatalogError::bad_request("a transaction needs at least one table change"));
         }
@@ -634,12 +655,17 @@ impl Catalog {
             }
         }
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let catalog = self.clone();
-        crate::idempotency::detached(async move { catalog.commit(&warehouse, changes, true).await }).await?.map(|_| ())
+        let (catalog, ctx) = (self.clone(), ctx.clone());
+        crate::idempotency::detached(async move { catalog.commit(&ctx, &warehouse, changes, true).await })
+            .await?
+            .map(|_| ())
     }
 
+    /// Commits `changes`. What it needs is decided here, on the tables it finds: `write` on
+    /// each existing table, and `create` in the namespace when a change creates one.
     async fn commit(
         &self,
+        ctx: &RequestContext,
         warehouse: &Warehouse,
         changes: Vec<TableChange>,
         transaction: bool,
@@ -657,10 +683,23 @@ impl Catalog {
                                  commit the create on its own first",
                             ));
                         }
+                        let namespace = &change.table.namespace;
+                        let target =
+                            Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: namespace.clone() };
+                        ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(namespace)).await?;
                         creates.push(change);
                     }
                     None => return Err(CatalogError::no_such_table(&change.table)),
-                    Some(current) => staged.push(self.stage_change(warehouse, change, current)?),
+                    Some(current) => {
+                        let target = Target::Tabular {
+                            warehouse_id: warehouse.id.clone(),
+                            namespace: change.table.namespace.clone(),
+                            name: change.table.name.clone(),
+                            kind: TabularKind::Table,
+                        };
+                        ctx.require(&target, Privilege::Write, || CatalogError::no_such_table(&change.table)).await?;
+                        staged.push(self.stage_change(warehouse, change, current)?)
+                    }
                 }
             }
             if let Some(change) = creates.first() {

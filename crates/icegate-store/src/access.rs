@@ -84,9 +84,12 @@ impl SqlStore {
                             CatalogError::no_such_table(format!("{namespace}.{name}"))
                         }
                     })?;
+                // A grant on a table or view names it by id alone: it follows the object
+                // through renames, also into another namespace.
                 resolved.tabular_id = Some(row.try_get("id").map_err(db_error)?);
+            } else {
+                resolved.namespace_id = Some(namespace_id);
             }
-            resolved.namespace_id = Some(namespace_id);
         }
         resolved.warehouse_id = Some(warehouse_id);
         Ok(resolved)
@@ -102,22 +105,32 @@ impl SqlStore {
 }
 
 impl SqlStore {
-    /// Sets the claim memberships of `principal` to the existing roles named in `claimed`.
-    async fn sync_claims(&self, principal: PrincipalRecord, claimed: &[String]) -> Result<PrincipalRecord> {
+    /// Sets the claim memberships of `principal` to the existing roles named in `claimed`. A
+    /// membership from a claim confers a role's grants on the server itself only when the role
+    /// is one of the issuer's `admin_roles` (source `claim-admin`): otherwise anyone who can put
+    /// `admin` in a group claim at the identity provider would be the catalog's administrator.
+    async fn sync_claims(
+        &self,
+        principal: PrincipalRecord,
+        claimed: &[String],
+        admin_roles: &[String],
+    ) -> Result<PrincipalRecord> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source = 'claim'")
+        sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source IN ('claim', 'claim-admin')")
             .bind(&principal.id)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
         for role in claimed {
             // Roles that do not exist are ignored: claims never create roles.
+            let source = if admin_roles.contains(role) { "claim-admin" } else { "claim" };
             sqlx::query(
-                "INSERT INTO role_members (role_id, principal_id, source) SELECT id, $1, 'claim' FROM roles WHERE name = $2 \
+                "INSERT INTO role_members (role_id, principal_id, source) SELECT id, $1, $3 FROM roles WHERE name = $2 \
                  ON CONFLICT DO NOTHING",
             )
             .bind(&principal.id)
             .bind(role)
+            .bind(source)
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -127,11 +140,17 @@ impl SqlStore {
     }
 }
 
-/// Grants with the names of what they are on, for display.
+/// Grants on the server apply through a membership from an OIDC claim only if the issuer's
+/// configuration names that role in `admin_roles` (source `claim-admin`).
+const SERVER_GRANTS_NOT_BY_CLAIM: &str = "(g.securable_type <> 'server' OR m.source <> 'claim')";
+
+/// Grants with the current names of what they are on, for display (a table or view by the
+/// namespace it is in now).
 const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securable_type, w.name AS warehouse, \
-     n.name AS namespace, t.name AS tabular, g.expires_at FROM grants g JOIN roles r ON r.id = g.role_id \
+     COALESCE(tn.name, n.name) AS namespace, t.name AS tabular, g.expires_at FROM grants g \
+     JOIN roles r ON r.id = g.role_id \
      LEFT JOIN warehouses w ON w.id = g.warehouse_id LEFT JOIN namespaces n ON n.id = g.namespace_id \
-     LEFT JOIN tabulars t ON t.id = g.tabular_id";
+     LEFT JOIN tabulars t ON t.id = g.tabular_id LEFT JOIN namespaces tn ON tn.id = t.namespace_id";
 
 fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
     let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
@@ -211,6 +230,15 @@ impl AccessStore for SqlStore {
                 .await
                 .map_err(db_error)?;
         row.as_ref().map(principal_from).transpose()
+    }
+
+    async fn principal_exists(&self, id: &str) -> Result<bool> {
+        let row = sqlx::query("SELECT 1 AS found FROM principals WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(row.is_some())
     }
 
     async fn list_principals(&self) -> Result<Vec<PrincipalRecord>> {
@@ -339,13 +367,14 @@ impl AccessStore for SqlStore {
         subject: &str,
         name: &str,
         claimed_roles: &[String],
+        admin_roles: &[String],
     ) -> Result<PrincipalRecord> {
         let select =
             "SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE issuer = $1 AND subject = $2";
         if let Some(row) =
             sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
         {
-            return self.sync_claims(principal_from(&row)?, claimed_roles).await;
+            return self.sync_claims(principal_from(&row)?, claimed_roles, admin_roles).await;
         }
         for candidate in [name.to_owned(), format!("{name}@{issuer}")] {
             // ON CONFLICT DO NOTHING: a concurrent first request for the same identity, or a
@@ -365,7 +394,7 @@ impl AccessStore for SqlStore {
             if let Some(row) =
                 sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
             {
-                return self.sync_claims(principal_from(&row)?, claimed_roles).await;
+                return self.sync_claims(principal_from(&row)?, claimed_roles, admin_roles).await;
             }
         }
         Err(CatalogError::AlreadyExists(format!("no free principal name for {subject} of {issuer}")))
@@ -546,11 +575,13 @@ impl AccessStore for SqlStore {
         };
         // One round trip: what applies to the target, and whether anything below it is held.
         let sql = format!(
-            "SELECT g.privilege, 0 AS below FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+            "SELECT g.privilege, 0 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
              WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({direct_scope}) \
+             AND {SERVER_GRANTS_NOT_BY_CLAIM} \
              UNION ALL \
-             SELECT g.privilege, 1 AS below FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope})"
+             SELECT g.privilege, 1 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope}) \
+             AND {SERVER_GRANTS_NOT_BY_CLAIM}"
         );
         let (name, kind) =
             tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
@@ -567,13 +598,17 @@ impl AccessStore for SqlStore {
             query = query.bind(ancestor.as_str());
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
-        let mut holdings = Holdings { direct: HashSet::new(), below: false };
+        let mut holdings = Holdings { direct: HashSet::new(), below: false, expires_at_ms: None };
         for row in rows {
             let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
             let below: i32 = row
                 .try_get::<i32, _>("below")
                 .or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32))
                 .map_err(db_error)?;
+            let expires: Option<i64> = row.try_get("expires_at").map_err(db_error)?;
+            if let Some(expires) = expires {
+                holdings.expires_at_ms = Some(holdings.expires_at_ms.map_or(expires, |e| e.min(expires)));
+            }
             if below == 0 {
                 holdings.direct.insert(privilege);
             } else {

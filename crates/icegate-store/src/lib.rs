@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use icegate_catalog::idempotency::IdempotencyRecord;
+use icegate_catalog::idempotency::{IdempotencyKey, IdempotencyRecord};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
@@ -160,12 +160,17 @@ impl SqlStore {
     async fn commit_write(&self, mut tx: Transaction<'static, Any>) -> Result<(), CatalogError> {
         let scope = icegate_catalog::idempotency::pending();
         if let Some(scope) = &scope {
-            let inserted = sqlx::query("INSERT INTO idempotency_keys (key, operation, created_at) VALUES ($1, $2, $3)")
-                .bind(&scope.key)
-                .bind(&scope.operation)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await;
+            let inserted = sqlx::query(
+                "INSERT INTO idempotency_keys (principal, key, operation, request_digest, created_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&scope.key.principal)
+            .bind(&scope.key.key)
+            .bind(&scope.operation)
+            .bind(&scope.request_digest)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await;
             match inserted {
                 Ok(_) => {}
                 Err(e) if is_violation(&e, sqlx::error::ErrorKind::UniqueViolation) => {
@@ -342,17 +347,22 @@ impl CatalogStore for SqlStore {
         namespaces::update_properties(self, warehouse_id, namespace, updates, removals).await
     }
 
-    async fn idempotency_record(&self, key: &str) -> Result<Option<IdempotencyRecord>, CatalogError> {
-        let row = sqlx::query("SELECT operation, status, body, created_at FROM idempotency_keys WHERE key = $1")
-            .bind(key)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?;
+    async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, CatalogError> {
+        let row = sqlx::query(
+            "SELECT operation, request_digest, status, body, created_at FROM idempotency_keys \
+             WHERE principal = $1 AND key = $2",
+        )
+        .bind(&key.principal)
+        .bind(&key.key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db_error)?;
         let Some(row) = row else { return Ok(None) };
         use sqlx::Row;
         let status: Option<i64> = row.try_get("status").map_err(db_error)?;
         Ok(Some(IdempotencyRecord {
             operation: row.try_get("operation").map_err(db_error)?,
+            request_digest: row.try_get("request_digest").map_err(db_error)?,
             status: status.and_then(|s| u16::try_from(s).ok()),
             body: row.try_get("body").map_err(db_error)?,
             created_at_ms: row.try_get("created_at").map_err(db_error)?,
@@ -361,28 +371,34 @@ impl CatalogStore for SqlStore {
 
     async fn finalize_idempotency_key(
         &self,
-        key: &str,
+        key: &IdempotencyKey,
         operation: &str,
+        request_digest: &str,
         status: u16,
         body: &str,
         reserved: bool,
     ) -> Result<bool, CatalogError> {
         let done = if reserved {
-            sqlx::query("UPDATE idempotency_keys SET status = $1, body = $2 WHERE key = $3 AND status IS NULL")
-                .bind(i64::from(status))
-                .bind(body)
-                .bind(key)
-                .execute(&self.pool)
-                .await
+            sqlx::query(
+                "UPDATE idempotency_keys SET status = $1, body = $2 WHERE principal = $3 AND key = $4 AND status IS NULL",
+            )
+            .bind(i64::from(status))
+            .bind(body)
+            .bind(&key.principal)
+            .bind(&key.key)
+            .execute(&self.pool)
+            .await
         } else {
             // A request that mutated nothing: its answer is final only if no other request with
             // the key got there first.
             sqlx::query(
-                "INSERT INTO idempotency_keys (key, operation, status, body, created_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (key) DO NOTHING",
+                "INSERT INTO idempotency_keys (principal, key, operation, request_digest, status, body, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (principal, key) DO NOTHING",
             )
-            .bind(key)
+            .bind(&key.principal)
+            .bind(&key.key)
             .bind(operation)
+            .bind(request_digest)
             .bind(i64::from(status))
             .bind(body)
             .bind(now_ms())
@@ -393,9 +409,10 @@ impl CatalogStore for SqlStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn delete_idempotency_key(&self, key: &str) -> Result<(), CatalogError> {
-        sqlx::query("DELETE FROM idempotency_keys WHERE key = $1")
-            .bind(key)
+    async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<(), CatalogError> {
+        sqlx::query("DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2")
+            .bind(&key.principal)
+            .bind(&key.key)
             .execute(&self.pool)
             .await
             .map_err(db_error)?;

@@ -22,7 +22,17 @@ pub struct Config {
     pub catalog: CatalogConfig,
     pub auth: AuthConfig,
     pub secrets: SecretsConfig,
+    pub storage: StorageConfig,
     pub log: LogConfig,
+}
+
+/// Object storage settings that only the operator may choose.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Endpoints (scheme, host and port) a warehouse admin may name in a storage profile's
+    /// `endpoint` or `sts.endpoint`; any other needs admin on the server.
+    pub allowed_endpoints: Vec<String>,
 }
 
 /// Keys for secrets icegate stores (storage profile credentials).
@@ -167,6 +177,7 @@ impl Default for Config {
             catalog: CatalogConfig::default(),
             auth: AuthConfig::default(),
             secrets: SecretsConfig::default(),
+            storage: StorageConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -310,6 +321,11 @@ impl Config {
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             bail!("invalid configuration: server.public_url must be an http(s) URL, got {url:?}");
+        }
+        for endpoint in &self.storage.allowed_endpoints {
+            if let Err(why) = icegate_catalog::storage::AllowedEndpoint::parse(endpoint) {
+                bail!("invalid configuration: storage.allowed_endpoints: {why}");
+            }
         }
         if self.database.max_connections == 0 {
             bail!("invalid configuration: database.max_connections must be at least 1");

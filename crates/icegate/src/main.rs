@@ -211,7 +211,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
         .with_storage(cipher, storage)
         .with_metadata_cache(config.catalog.metadata_cache_bytes)
-        .with_max_metadata_bytes(config.catalog.max_metadata_bytes);
+        .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
+        .with_allowed_endpoints(
+            config
+                .storage
+                .allowed_endpoints
+                .iter()
+                .map(|e| icegate_catalog::storage::AllowedEndpoint::parse(e))
+                .collect::<Result<_, _>>()
+                .map_err(|why| anyhow::anyhow!("storage.allowed_endpoints: {why}"))?,
+        );
     let app = icegate_api::app(
         catalog,
         security,

@@ -3,16 +3,17 @@
 use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
-use icegate_catalog::NamespaceIdent;
-use icegate_catalog::access::{Caller, GrantRecord, Privilege, SecurableRef, SecurableType};
+use icegate_catalog::access::{Caller, GrantRecord, Privilege, SecurableRef, SecurableType, Target};
 use icegate_catalog::auth::{hash_secret, new_client_id, random_secret};
 use icegate_catalog::ident::validate_name;
+use icegate_catalog::store::TabularKind;
+use icegate_catalog::{CatalogError, NamespaceIdent, RequestContext};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Context, Json, Path, Query};
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -343,17 +344,84 @@ pub async fn remove_member(
     responses(
         (status = 201, description = "The grant", body = GrantResponse),
         (status = 400, description = "Invalid privilege or securable", body = IcebergErrorResponse),
+        (status = 403, description = "Without manage_grants and the privilege itself on the securable", body = IcebergErrorResponse),
         (status = 404, description = "No such role or securable", body = IcebergErrorResponse),
         (status = 409, description = "The role holds that grant already", body = IcebergErrorResponse),
     ))]
 pub async fn grant(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Json(request): Json<GrantRequest>,
 ) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
     let privilege = Privilege::parse(&request.privilege)?;
     let securable = request.securable.parse()?;
+    if let Some(expires) = request.expires_at_ms
+        && expires <= now_ms()
+    {
+        // A grant that can never apply is a mistake (seconds given for milliseconds, say).
+        return Err(ApiError::bad_request(format!(
+            "expires-at-ms {expires} is not in the future; it counts milliseconds since the Unix epoch"
+        )));
+    }
+    authorize_grant(&state, &ctx, &securable, privilege).await?;
     let record = access(&state).grant(&request.role, privilege, &securable, request.expires_at_ms).await?;
     Ok((StatusCode::CREATED, Json(record.into())))
+}
+
+/// The authorization target of a securable, by name (ids resolved by the store).
+async fn securable_target(state: &AppState, securable: &SecurableRef) -> Result<Target, ApiError> {
+    let Some(warehouse) = &securable.warehouse else { return Ok(Target::Server) };
+    let warehouse_id = state.catalog.get_warehouse(warehouse).await?.id;
+    Ok(match (&securable.namespace, &securable.name) {
+        (None, _) => Target::Warehouse { warehouse_id },
+        (Some(namespace), None) => Target::Namespace { warehouse_id, namespace: namespace.clone() },
+        (Some(namespace), Some(name)) => Target::Tabular {
+            warehouse_id,
+            namespace: namespace.clone(),
+            name: name.clone(),
+            kind: if securable.kind == SecurableType::View { TabularKind::View } else { TabularKind::Table },
+        },
+    })
+}
+
+/// The answer for a securable the caller may not see: exactly the one for a missing securable,
+/// so that whether it exists is not learned from it.
+fn missing(securable: &SecurableRef) -> CatalogError {
+    let namespace = securable.namespace.as_ref().map(ToString::to_string).unwrap_or_default();
+    let name = securable.name.clone().unwrap_or_default();
+    match securable.kind {
+        SecurableType::Server => CatalogError::Forbidden("requires manage_grants on the server".into()),
+        SecurableType::Warehouse => CatalogError::no_such_warehouse(securable.warehouse.as_deref().unwrap_or("")),
+        SecurableType::Namespace => CatalogError::no_such_namespace(namespace),
+        SecurableType::Table => CatalogError::no_such_table(format!("{namespace}.{name}")),
+        SecurableType::View => CatalogError::no_such_view(format!("{namespace}.{name}")),
+    }
+}
+
+/// Granting or revoking `privilege` on `securable` needs `manage_grants` there and the
+/// privilege itself: a grantor hands on (or takes back) only what it holds, so `manage_grants`
+/// on a namespace cannot make anyone, itself included, its admin. Decided on the securable and
+/// privilege the handler parsed, the ones the store then acts on.
+async fn authorize_grant(
+    state: &AppState,
+    ctx: &RequestContext,
+    securable: &SecurableRef,
+    privilege: Privilege,
+) -> Result<(), ApiError> {
+    let target = match securable_target(state, securable).await {
+        Err(_) if securable.kind != SecurableType::Server => return Err(missing(securable).into()),
+        other => other?,
+    };
+    let held = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
+    if let Some(held) = held
+        && !held.has(privilege)
+    {
+        return Err(CatalogError::Forbidden(format!(
+            "a grantor may grant or revoke only privileges it holds on the securable, and you do not hold {privilege} there"
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Revoke a privilege from a role on a securable (effective immediately)
@@ -362,11 +430,18 @@ pub async fn grant(
     responses(
         (status = 204, description = "Revoked"),
         (status = 400, description = "Invalid privilege or securable", body = IcebergErrorResponse),
+        (status = 403, description = "Without manage_grants and the privilege itself on the securable", body = IcebergErrorResponse),
         (status = 404, description = "No such grant", body = IcebergErrorResponse),
     ))]
-pub async fn revoke(State(state): State<AppState>, Json(request): Json<GrantRequest>) -> Result<StatusCode, ApiError> {
+pub async fn revoke(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Json(request): Json<GrantRequest>,
+) -> Result<StatusCode, ApiError> {
     let privilege = Privilege::parse(&request.privilege)?;
-    access(&state).revoke(&request.role, privilege, &request.securable.parse()?).await?;
+    let securable = request.securable.parse()?;
+    authorize_grant(&state, &ctx, &securable, privilege).await?;
+    access(&state).revoke(&request.role, privilege, &securable).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -380,11 +455,24 @@ pub async fn revoke(State(state): State<AppState>, Json(request): Json<GrantRequ
     ))]
 pub async fn list_grants(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Query(query): Query<ListGrantsQuery>,
 ) -> Result<Json<ListGrantsResponse>, ApiError> {
+    // Decided on the one parameter that is then read: a role's grants need server admin, a
+    // principal's its own name or server admin.
+    let own = |principal: &str| matches!(ctx.caller(), Caller::Principal { name, .. } if name == principal);
+    let admin = || ctx.require(&Target::Server, Privilege::Admin, || CatalogError::Forbidden(String::new()));
+    let need_admin = |what: &str| CatalogError::Forbidden(format!("listing {what} requires admin on the server"));
     let grants = match (&query.role, &query.principal) {
-        (Some(role), _) => access(&state).list_grants(Some(role), None, None).await?,
+        (Some(_), Some(_)) => return Err(ApiError::bad_request("pass ?role=NAME or ?principal=NAME, not both")),
+        (Some(role), None) => {
+            admin().await.map_err(|_| need_admin("a role's grants"))?;
+            access(&state).list_grants(Some(role), None, None).await?
+        }
         (None, Some(principal)) => {
+            if !own(principal) {
+                admin().await.map_err(|_| need_admin("another principal's grants"))?;
+            }
             let record = access(&state).principal_by_name(principal).await?.ok_or_else(|| {
                 ApiError::new(
                     StatusCode::NOT_FOUND,
@@ -410,6 +498,7 @@ pub async fn list_grants(
     ))]
 pub async fn grants_on(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Query(query): Query<GrantsOnQuery>,
 ) -> Result<Json<ListGrantsResponse>, ApiError> {
     let securable = Securable {
@@ -419,6 +508,12 @@ pub async fn grants_on(
         name: query.name,
     }
     .parse()?;
+    // Who can do what on a securable is for those who manage its grants.
+    let target = match securable_target(&state, &securable).await {
+        Err(_) if securable.kind != SecurableType::Server => return Err(missing(&securable).into()),
+        other => other?,
+    };
+    ctx.require(&target, Privilege::ManageGrants, || missing(&securable)).await?;
     let grants = access(&state).grants_on(&securable, now_ms()).await?;
     Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect() }))
 }

@@ -12,7 +12,7 @@ use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent
 use crate::AppState;
 use crate::authz::{StorageAccess, storage_access as storage_access_level};
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Context, Json, Path, Query};
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use crate::table_models::{
     CommitTableFields, CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest,
@@ -280,12 +280,13 @@ pub async fn table_exists(
 )]
 pub async fn update_table(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<CommitTableRequest>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
     let table = TableIdent::parse(&namespace, &table)?;
     let change = TableChange { table, requirements: request.requirements, updates: request.updates };
-    let result = state.catalog.commit_table(&prefix, change).await?;
+    let result = state.catalog.commit_table(&ctx, &prefix, change).await?;
     let fields = CommitTableFields { metadata_location: result.metadata_location.unwrap_or_default() };
     Ok(WithMetadata { metadata: result.metadata_json, fields })
 }
@@ -332,13 +333,14 @@ pub async fn drop_table(
 )]
 pub async fn register_table(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     headers: HeaderMap,
     Json(request): Json<RegisterTableRequest>,
 ) -> Result<Response, ApiError> {
     let result = state
         .catalog
-        .register_table(&prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
+        .register_table(&ctx, &prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
         .await?;
     table_response(&state, result, (&prefix, &namespace, &request.name), AccessLevel::ReadWrite, &headers).await
 }
@@ -512,6 +514,7 @@ pub async fn report_metrics(
 )]
 pub async fn commit_transaction(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<CommitTransactionRequest>,
 ) -> Result<StatusCode, ApiError> {
@@ -526,6 +529,68 @@ pub async fn commit_transaction(
             updates: change.updates,
         });
     }
-    state.catalog.commit_transaction(&prefix, changes).await?;
+    state.catalog.commit_transaction(&ctx, &prefix, changes).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// The storage credentials of a replayed createTable or registerTable answer (its stored copy
+/// holds none): vended afresh for the caller as it is now, if the table is still the one that
+/// answer created. `None` leaves the stored body as it is (no credentials).
+pub(crate) async fn revend_replayed(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+    request_body: &[u8],
+    stored: &str,
+) -> Option<String> {
+    let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|d| d.into_owned());
+    let segments: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
+    let ["v1", prefix, "namespaces", namespace, "tables" | "register"] = segments.as_slice() else { return None };
+    let (prefix, namespace) = (decode(prefix)?, decode(namespace)?);
+    let name = serde_json::from_slice::<serde_json::Value>(request_body).ok()?["name"].as_str()?.to_owned();
+    let mut body: serde_json::Value = serde_json::from_str(stored).ok()?;
+    // A staged create stored nothing (it changed nothing); a created table has a location.
+    body.get("metadata-location")?.as_str()?;
+    let uuid = body["metadata"]["table-uuid"].as_str()?.to_owned();
+    let result = state.catalog.load_table(&prefix, &namespace, &name, SnapshotMode::All).await.ok()?;
+    let current: serde_json::Value = serde_json::from_str(&result.metadata_json).ok()?;
+    if current["table-uuid"].as_str() != Some(uuid.as_str()) {
+        return None; // dropped and made anew since: not the table the first answer was about
+    }
+    let caller = parts.extensions.get::<Caller>();
+    let level = match caller {
+        None | Some(Caller::Unrestricted) => AccessLevel::ReadWrite,
+        Some(caller) => {
+            use icegate_catalog::access::{Privilege, Target};
+            let target = Target::Tabular {
+                warehouse_id: result.warehouse.id.clone(),
+                namespace: icegate_catalog::NamespaceIdent::parse_encoded(&namespace).ok()?,
+                name: name.clone(),
+                kind: TabularKind::Table,
+            };
+            let missing = || icegate_catalog::CatalogError::no_such_table(&name);
+            match state.security.authorizer.check_holdings(caller, &target, Privilege::Read, missing).await {
+                Ok((_, Some(held))) if held.has(Privilege::Write) => AccessLevel::ReadWrite,
+                Ok(_) => AccessLevel::Read,
+                Err(_) => return None,
+            }
+        }
+    };
+    let delegation = Delegation::parse(parts.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
+    let request = StorageRequest {
+        prefix: &prefix,
+        namespace: &namespace,
+        table: &name,
+        access: level,
+        delegation,
+        headers: &parts.headers,
+    };
+    let storage = storage_access(state, &result, &request).await.ok()?;
+    let config = body.as_object_mut()?.entry("config").or_insert_with(|| serde_json::json!({}));
+    for (key, value) in storage.config {
+        config[key] = serde_json::Value::String(value);
+    }
+    if !storage.credentials.is_empty() {
+        body["storage-credentials"] = serde_json::to_value(credentials_list(storage.credentials)).ok()?;
+    }
+    Some(body.to_string())
 }

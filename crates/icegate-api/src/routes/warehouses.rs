@@ -9,7 +9,9 @@ use utoipa::ToSchema;
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Path};
+use crate::extract::{Context, Json, Path};
+use icegate_catalog::access::{Privilege, Target};
+use icegate_catalog::{CatalogError, RequestContext};
 
 /// A warehouse: a named storage root that holds namespaces, tables and views.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -166,6 +168,15 @@ pub struct StorageProfileView {
     pub delegate_by_default: Option<bool>,
 }
 
+impl StorageProfileView {
+    /// The type of a profile only, for callers that do not administer its warehouse.
+    fn redacted(kind: &str) -> Self {
+        let mut view = Self::from(&StorageProfile::File);
+        view.kind = kind.to_owned();
+        view
+    }
+}
+
 impl From<&StorageProfile> for StorageProfileView {
     fn from(profile: &StorageProfile) -> Self {
         match profile {
@@ -233,10 +244,11 @@ pub struct ListWarehousesResponse {
 )]
 pub async fn create_warehouse(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Json(request): Json<CreateWarehouseRequest>,
 ) -> Result<(StatusCode, Json<WarehouseResponse>), ApiError> {
     let profile = request.storage_profile.unwrap_or(StorageProfileInput::File).seal(state.catalog.cipher())?;
-    let warehouse = state.catalog.create_warehouse(&request.name, &request.storage_root, profile).await?;
+    let warehouse = state.catalog.create_warehouse(&ctx, &request.name, &request.storage_root, profile).await?;
     Ok((StatusCode::CREATED, Json(warehouse.into())))
 }
 
@@ -261,11 +273,12 @@ pub async fn create_warehouse(
 )]
 pub async fn update_storage_profile(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(name): Path<String>,
     Json(profile): Json<StorageProfileInput>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
     let profile = profile.seal(state.catalog.cipher())?;
-    Ok(Json(state.catalog.update_storage_profile(&name, profile).await?.into()))
+    Ok(Json(state.catalog.update_storage_profile(&ctx, &name, profile).await?.into()))
 }
 
 /// List warehouses
@@ -281,10 +294,31 @@ pub async fn update_storage_profile(
 )]
 pub async fn list_warehouses(
     State(state): State<AppState>,
+    Context(ctx): Context,
     visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
 ) -> Result<Json<ListWarehousesResponse>, ApiError> {
     let warehouses = state.catalog.list_warehouses(crate::authz::visibility(visibility).as_deref()).await?;
-    Ok(Json(ListWarehousesResponse { warehouses: warehouses.into_iter().map(Into::into).collect() }))
+    let mut listed = Vec::with_capacity(warehouses.len());
+    for warehouse in warehouses {
+        listed.push(shown_to(&ctx, warehouse).await?);
+    }
+    Ok(Json(ListWarehousesResponse { warehouses: listed }))
+}
+
+/// A warehouse as `ctx`'s caller may see it: the storage profile's details (key id, role,
+/// endpoints) only for those who administer the warehouse; others see its type.
+async fn shown_to(ctx: &RequestContext, warehouse: Warehouse) -> Result<WarehouseResponse, ApiError> {
+    let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
+    let admin = match ctx.require(&target, Privilege::Admin, || CatalogError::Forbidden(String::new())).await {
+        Ok(_) => true,
+        Err(CatalogError::Forbidden(_) | CatalogError::NotFound { .. }) => false,
+        Err(other) => return Err(other.into()),
+    };
+    let mut response = WarehouseResponse::from(warehouse);
+    if !admin {
+        response.storage_profile = StorageProfileView::redacted(&response.storage_profile.kind);
+    }
+    Ok(response)
 }
 
 /// Get a warehouse
@@ -302,9 +336,10 @@ pub async fn list_warehouses(
 )]
 pub async fn get_warehouse(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    Ok(Json(state.catalog.get_warehouse(&name).await?.into()))
+    Ok(Json(shown_to(&ctx, state.catalog.get_warehouse(&name).await?).await?))
 }
 
 /// Delete an empty warehouse

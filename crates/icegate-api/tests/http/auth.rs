@@ -128,8 +128,12 @@ async fn tokens_are_issued_for_client_credentials_only(app: TestApp) {
 }
 
 fn forge(key: &str, header: jsonwebtoken::Header, iss: &str, aud: &str, exp_offset: i64) -> String {
+    forge_for("x", key, header, iss, aud, exp_offset)
+}
+
+fn forge_for(sub: &str, key: &str, header: jsonwebtoken::Header, iss: &str, aud: &str, exp_offset: i64) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let claims = json!({"sub": "x", "name": "admin", "iss": iss, "aud": aud, "iat": now, "nbf": now - 10, "exp": now + exp_offset, "jti": "j"});
+    let claims = json!({"sub": sub, "name": "admin", "iss": iss, "aud": aud, "iat": now, "nbf": now - 10, "exp": now + exp_offset, "jti": "j"});
     jsonwebtoken::encode(&header, &claims, &jsonwebtoken::EncodingKey::from_secret(key.as_bytes()).unwrap()).unwrap()
 }
 
@@ -175,9 +179,17 @@ async fn bad_credentials_are_401_and_say_nothing_more(app: TestApp) {
 
 /// Verified tokens are remembered (by digest) to skip verifying them again; a remembered token
 /// is still refused the moment it expires (`exp` plus the 5 s leeway of the test server).
+/// The principal id (`sub`) of an icegate-issued token.
+fn subject_of(token: &str) -> String {
+    use base64::Engine;
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.split('.').nth(1).unwrap()).unwrap();
+    serde_json::from_slice::<Value>(&payload).unwrap()["sub"].as_str().unwrap().to_owned()
+}
+
 async fn a_remembered_token_still_expires(app: TestApp) {
     let hs = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
-    let token = forge(TEST_SIGNING_KEY, hs, "icegate", "icegate", -4);
+    let admin = subject_of(&token(&app, ADMIN_ID, ADMIN_SECRET).await);
+    let token = forge_for(&admin, TEST_SIGNING_KEY, hs, "icegate", "icegate", -4);
     let status = || async {
         app.client.get(app.url("/v1/{prefix}/namespaces")).bearer_auth(&token).send().await.unwrap().status()
     };
@@ -304,9 +316,20 @@ async fn revocation_and_expiry_take_effect_at_once(app: TestApp) {
     seed(&app, &admin).await;
     let past = 1_000i64;
     let reader = principal(&app, &admin, "temp", &[("read", table(&["db"], "t1"))]).await;
+    // A grant that could never apply is refused (here: seconds given where milliseconds are due).
     let expired =
         json!({"role": "temp-role", "privilege": "read", "securable": table(&["db"], "t2"), "expires-at-ms": past});
-    assert_eq!(call(&app, &admin, Method::POST, "/management/v1/grants", Some(expired)).await.0, 201);
+    assert_error(
+        call(&app, &admin, Method::POST, "/management/v1/grants", Some(expired)).await,
+        400,
+        "BadRequestException",
+    );
+    let soon = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 1_500;
+    let expiring =
+        json!({"role": "temp-role", "privilege": "read", "securable": table(&["db"], "t2"), "expires-at-ms": soon});
+    assert_eq!(call(&app, &admin, Method::POST, "/management/v1/grants", Some(expiring)).await.0, 201);
+    assert_eq!(call(&app, &reader, Method::GET, "/v1/{prefix}/namespaces/db/tables/t2", None).await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1_600)).await;
     assert_error(
         call(&app, &reader, Method::GET, "/v1/{prefix}/namespaces/db/tables/t2", None).await,
         404,
@@ -439,7 +462,11 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
             .replace("{name}", "default")
             .replace("{role}", "admin")
             .replace("{principal}", "admin");
-        let path = if route == "/management/v1/grants/on" { format!("{path}?type=server") } else { path };
+        let path = match route.as_str() {
+            "/management/v1/grants/on" => format!("{path}?type=server"),
+            "/management/v1/grants" if method == Method::GET => format!("{path}?role=admin"),
+            _ => path,
+        };
         let body = bodies
             .get(route.as_str())
             .cloned()

@@ -215,13 +215,24 @@ impl CatalogStore for BrokenStore {
     ) -> Result<PropertiesChange> {
         self.fail().await
     }
-    async fn idempotency_record(&self, _: &str) -> Result<Option<icegate_catalog::idempotency::IdempotencyRecord>> {
+    async fn idempotency_record(
+        &self,
+        _: &icegate_catalog::idempotency::IdempotencyKey,
+    ) -> Result<Option<icegate_catalog::idempotency::IdempotencyRecord>> {
         self.fail().await
     }
-    async fn finalize_idempotency_key(&self, _: &str, _: &str, _: u16, _: &str, _: bool) -> Result<bool> {
+    async fn finalize_idempotency_key(
+        &self,
+        _: &icegate_catalog::idempotency::IdempotencyKey,
+        _: &str,
+        _: &str,
+        _: u16,
+        _: &str,
+        _: bool,
+    ) -> Result<bool> {
         self.fail().await
     }
-    async fn delete_idempotency_key(&self, _: &str) -> Result<()> {
+    async fn delete_idempotency_key(&self, _: &icegate_catalog::idempotency::IdempotencyKey) -> Result<()> {
         self.fail().await
     }
     async fn delete_idempotency_keys_before(&self, _: i64) -> Result<u64> {

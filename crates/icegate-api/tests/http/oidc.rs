@@ -79,8 +79,10 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         audience: "icegate-api".into(),
         subject_claim: "sub".into(),
         roles_claim: Some("groups".into()),
+        admin_roles: Vec::new(),
+        name: Some("idp".into()),
     };
-    let app = TestApp::spawn_secured_with_oidc(backend, vec![config]).await;
+    let app = TestApp::spawn_secured_with_oidc(backend, vec![config.clone()]).await;
     let admin = admin_token(&app).await;
     for (path, body) in [
         ("/v1/{prefix}/namespaces", json!({"namespace": ["db"]})),
@@ -107,8 +109,35 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         "NoSuchTableException",
     );
     let (_, me) = call(&app, &alice, Method::GET, "/management/v1/whoami", None).await;
-    assert_eq!(me["principal"], "alice");
+    // Named by issuer: an external user can never take a name meant for another issuer's user
+    // or for one of icegate's own principals.
+    assert_eq!(me["principal"], "alice@idp");
     assert_eq!(me["roles"], json!(["analysts"]));
+
+    // A group claim naming the `admin` role makes the caller a member, but the role's grants on
+    // the server do not apply through a claim unless the issuer's admin_roles lists it.
+    let mallory = sign(
+        KEY_A,
+        "a",
+        json!({"iss": issuer, "aud": "icegate-api", "sub": "mallory-1", "preferred_username": "admin",
+               "groups": ["admin"], "exp": now() + 600, "iat": now()}),
+    );
+    let (_, me) = call(&app, &mallory, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["principal"], "admin@idp", "not the bootstrap admin's name");
+    assert_eq!(me["server_privileges"], json!([]), "{me}");
+    let (status, _) = call(&app, &mallory, Method::GET, "/management/v1/principals", None).await;
+    assert_eq!(status, 403);
+    let (status, _) = call(&app, &mallory, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await;
+    assert_eq!(status, 404);
+    // With the role named in admin_roles, the mapping is the operator's explicit choice.
+    let trusted = TestApp::spawn_secured_with_oidc(
+        backend,
+        vec![OidcIssuerConfig { admin_roles: vec!["admin".into()], ..config.clone() }],
+    )
+    .await;
+    let (_, me) = call(&trusted, &mallory, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["server_privileges"], json!(["admin"]), "{me}");
+    assert_eq!(call(&trusted, &mallory, Method::GET, "/management/v1/principals", None).await.0, 200);
 
     // Refused: wrong audience, expired, signed with another key under a known kid, wrong issuer.
     let refused = [
