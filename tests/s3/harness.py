@@ -22,11 +22,15 @@ from conftest import Server, free_port
 
 ACCOUNT = "123456789012"
 BUCKET = "lake"
+# Buckets beside the lake that icegate's own identity can also reach: one for a warehouse rooted
+# at a whole bucket, one that no warehouse uses (a target that signatures must never reach).
+WHOLE_BUCKET = "lake-whole"
+OTHER_BUCKET = "lake-other"
 REGION = "us-east-1"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/icegate-vending"
 ADMIN_ID, ADMIN_SECRET = "bootstrap-admin", "bootstrap-secret-0123456789"
 # The requests the harness makes before enforcement starts (see moto_setup).
-SETUP_REQUESTS = 6
+SETUP_REQUESTS = 8
 
 
 class Moto:
@@ -105,7 +109,7 @@ def moto_setup(server: Moto) -> None:
     bucket_policy = {
         "Effect": "Allow",
         "Action": "s3:*",
-        "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"],
+        "Resource": [r for b in (BUCKET, WHOLE_BUCKET, OTHER_BUCKET) for r in (f"arn:aws:s3:::{b}", f"arn:aws:s3:::{b}/*")],
     }
     iam.put_user_policy(
         UserName="icegate",
@@ -137,7 +141,8 @@ def moto_setup(server: Moto) -> None:
         PolicyName="bucket",
         PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [bucket_policy]}),
     )
-    server.client("s3", *anonymous).create_bucket(Bucket=BUCKET)
+    for bucket in (BUCKET, WHOLE_BUCKET, OTHER_BUCKET):
+        server.client("s3", *anonymous).create_bucket(Bucket=bucket)
     server.icegate_keys = (key["AccessKeyId"], key["SecretAccessKey"])
     # Enforcement is on from here: unknown keys are refused, icegate's keys work.
     try:

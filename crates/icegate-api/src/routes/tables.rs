@@ -556,25 +556,9 @@ pub(crate) async fn revend_replayed(
     if current["table-uuid"].as_str() != Some(uuid.as_str()) {
         return None; // dropped and made anew since: not the table the first answer was about
     }
-    let caller = parts.extensions.get::<Caller>();
-    let level = match caller {
-        None | Some(Caller::Unrestricted) => AccessLevel::ReadWrite,
-        Some(caller) => {
-            use icegate_catalog::access::{Privilege, Target};
-            let target = Target::Tabular {
-                warehouse_id: result.warehouse.id.clone(),
-                namespace: icegate_catalog::NamespaceIdent::parse_encoded(&namespace).ok()?,
-                name: name.clone(),
-                kind: TabularKind::Table,
-            };
-            let missing = || icegate_catalog::CatalogError::no_such_table(&name);
-            match state.security.authorizer.check_holdings(caller, &target, Privilege::Read, missing).await {
-                Ok((_, Some(held))) if held.has(Privilege::Write) => AccessLevel::ReadWrite,
-                Ok(_) => AccessLevel::Read,
-                Err(_) => return None,
-            }
-        }
-    };
+    // As the first answer: the creator writes the table it created. The route's rule (create in
+    // this namespace) was checked again for this caller before the replay.
+    let level = AccessLevel::ReadWrite;
     let delegation = Delegation::parse(parts.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
     let request = StorageRequest {
         prefix: &prefix,
