@@ -221,3 +221,111 @@ def test_a_grant_that_has_already_expired_is_refused(lab):
     status, body = lab.call(lab.admin, "POST", "/management/v1/grants", grant)
     assert status == 400, body
     assert grants_of(lab, f"{name}-role") == []
+
+
+# Found by the attack session on the fixes (docs/security.md) ----------------------------------
+def test_a_table_cannot_be_placed_in_another_namespaces_directory(lab):
+    for ns in ("own16", "victim16"):
+        namespace(lab, "lake", ns)
+    _, attacker, _ = lab.principal([("create", namespace_securable("lake", "own16"))])
+    root = f"s3://{BUCKET}/sec"
+    for location in (f"{root}/victim16", f"{root}/finance16", f"{root}/own16"):
+        for stage in (True, False):
+            status, body = create(lab, attacker, "own16", "s", headers=DELEGATE, extra={"location": location, "stage-create": stage})
+            assert status == 403 and "s3.secret-access-key" not in json.dumps(body), (location, stage, body)
+        view = {"name": "v", "schema": SCHEMA, "location": location, "view-version": {
+            "version-id": 1, "timestamp-ms": 1, "schema-id": 0, "summary": {}, "default-namespace": ["own16"],
+            "representations": [{"type": "sql", "sql": "select 1", "dialect": "spark"}]}}
+        assert lab.call(attacker, "POST", f"/v1/{lab.prefix('lake')}/namespaces/own16/views", view)[0] == 403
+    # A registration is placed the same way, before the file is read: existence is not learned.
+    for metadata in (f"{root}/victim16/t/metadata/00000-x.metadata.json", f"{root}/nowhere/00000-y.metadata.json"):
+        status, body = lab.call(
+            attacker, "POST", f"/v1/{lab.prefix('lake')}/namespaces/own16/register", {"name": "r", "metadata-location": metadata}
+        )
+        assert status == 403, body
+    # Later tables of the other namespace are created where they should be, and are not reachable.
+    status, victim = create(lab, lab.admin, "victim16", "t")
+    assert status == 200 and victim["metadata"]["location"].startswith(f"{root}/victim16/"), victim
+    # Inside its own namespace's directory, anything free goes.
+    status, body = create(lab, attacker, "own16", "s", headers=DELEGATE, extra={"location": f"{root}/own16/custom"})
+    assert status == 200, body
+
+
+def test_a_location_a_table_moved_away_from_stays_its_own(lab):
+    namespace(lab, "lake", "shared17")
+    status, victim = create(lab, lab.admin, "shared17", "t")
+    assert status == 200, victim
+    old = victim["metadata"]["location"]
+    old_key = f"{old.split(f's3://{BUCKET}/')[1]}/data/live.parquet"
+    lab.s3().put_object(Bucket=BUCKET, Key=old_key, Body=b"still referenced by the current snapshot")
+    moved = f"s3://{BUCKET}/sec/shared17/t-moved"
+    lab.ok(
+        lab.admin,
+        "POST",
+        f"{lab.tables('lake', 'shared17')}/t",
+        {"requirements": [], "updates": [{"action": "set-location", "location": moved}]},
+    )
+    # Someone who may create in the same namespace cannot claim the old location.
+    _, attacker, _ = lab.principal([("create", namespace_securable("lake", "shared17"))])
+    for extra in ({"location": old}, {"properties": {"write.data.path": f"{old}/data"}}):
+        status, body = create(lab, attacker, "shared17", "grab", headers=DELEGATE, extra=extra)
+        assert status == 400 and "s3.secret-access-key" not in json.dumps(body), (extra, body)
+    assert lab.exists(BUCKET, old_key)
+    # The table's readers still reach the files its snapshots may use at the old location.
+    _, reader, _ = lab.principal([("read", table_securable("lake", "shared17", "t"))])
+    status, body = lab.call(reader, "GET", f"{lab.tables('lake', 'shared17')}/t", headers=DELEGATE)
+    assert status == 200, body
+    assert {c["prefix"] for c in body["storage-credentials"]} >= {old, moved}
+    config = body["config"]
+    s3 = lab.s3(config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+    assert s3.get_object(Bucket=BUCKET, Key=old_key)["Body"].read().startswith(b"still")
+
+
+def test_drop_on_a_table_is_not_turned_into_control_by_moving_it(lab):
+    for ns in ("vic18", "own18"):
+        namespace(lab, "lake", ns)
+    assert create(lab, lab.admin, "vic18", "t")[0] == 200
+    _, attacker, _ = lab.principal(
+        [("drop", table_securable("lake", "vic18", "t")), ("admin", namespace_securable("lake", "own18"))]
+    )
+    rename = {"source": {"namespace": ["vic18"], "name": "t"}, "destination": {"namespace": ["own18"], "name": "stolen"}}
+    status, body = lab.call(attacker, "POST", f"/v1/{lab.prefix('lake')}/tables/rename", rename)
+    assert status == 403, body
+    assert lab.call(lab.admin, "GET", f"{lab.tables('lake', 'vic18')}/t")[0] == 200
+    assert lab.call(lab.admin, "GET", f"{lab.tables('lake', 'own18')}/stolen")[0] == 404
+
+
+def test_a_grantor_cannot_outlast_its_own_expiring_grants(lab):
+    import time
+
+    namespace(lab, "lake", "x19")
+    soon = int(time.time() * 1000) + 2_000
+    name, grantor, _ = lab.principal([])
+    for privilege in ("manage_grants", "write"):
+        lab.ok(
+            lab.admin,
+            "POST",
+            "/management/v1/grants",
+            {"role": f"{name}-role", "privilege": privilege, "securable": {"type": "warehouse", "warehouse": "lake"}, "expires-at-ms": soon},
+        )
+    grant = {"role": f"{name}-role", "privilege": "write", "securable": namespace_securable("lake", "x19")}
+    status, body = lab.call(grantor, "POST", "/management/v1/grants", grant)
+    assert status == 201 and body["expires-at-ms"] is not None and body["expires-at-ms"] <= soon, body
+    time.sleep(2.5)
+    status, body = lab.call(grantor, "POST", f"/v1/{lab.prefix('lake')}/namespaces/x19/properties", {"updates": {"a": "b"}})
+    assert status in (403, 404), body
+    # An expired grant does not block granting the same again.
+    lab.ok(lab.admin, "POST", "/management/v1/grants", {**grant, "expires-at-ms": int(time.time() * 1000) + 60_000})
+
+
+def test_a_transaction_says_nothing_about_tables_the_caller_cannot_see(lab):
+    namespace(lab, "lake", "hid20")
+    assert create(lab, lab.admin, "hid20", "exists")[0] == 200
+    namespace(lab, "lake", "mine20")
+    _, prober, _ = lab.principal([("write", namespace_securable("lake", "mine20"))])
+    answers = []
+    for name in ("exists", "missing"):
+        change = {"identifier": {"namespace": ["hid20"], "name": name}, "requirements": [{"type": "assert-create"}], "updates": []}
+        status, body = lab.call(prober, "POST", f"/v1/{lab.prefix('lake')}/transactions/commit", {"table-changes": [change]})
+        answers.append((status, body["error"]["type"], body["error"]["message"].replace(name, "N")))
+    assert answers[0] == answers[1] and answers[0][0] == 404, answers

@@ -76,19 +76,25 @@ def s3_with(lab, config):
 def test_a_staged_create_gets_no_credentials_for_another_tables_location(lab):
     location, data, _ = victim_table(lab, "lake", "victim1")
     namespace(lab, "lake", "att1")
-    _, attacker, _ = lab.principal([("create", namespace_securable("lake", "att1"))])
+    # The attacker may create in its own namespace, and in the victim's (a shared namespace whose
+    # tables it may not read).
+    _, attacker, _ = lab.principal(
+        [("create", namespace_securable("lake", "att1")), ("create", namespace_securable("lake", "victim1"))]
+    )
     parent = location.rsplit("/", 1)[0]
-    for where, properties in [
-        (location, None),
-        (f"{location}/inner", None),
-        (parent, None),
-        (None, {"write.data.path": f"{location}/data"}),
-        (None, {"write.metadata.path": f"{location}/metadata"}),
-        (f"s3://{OTHER_BUCKET}/t", None),
-    ]:
-        status, body = create_table(lab, attacker, "lake", "att1", "s", where, properties, stage=True)
-        assert status == 400, (where, properties, body)
-        assert not has_credentials(body), body
+    for ns in ("victim1", "att1"):
+        for where, properties in [
+            (location, None),
+            (f"{location}/inner", None),
+            (parent, None),
+            (None, {"write.data.path": f"{location}/data"}),
+            (None, {"write.metadata.path": f"{location}/metadata"}),
+            (f"s3://{OTHER_BUCKET}/t", None),
+        ]:
+            status, body = create_table(lab, attacker, "lake", ns, "s", where, properties, stage=True)
+            # 400: overlaps the victim's table; 403: outside the namespace's own directory.
+            assert status in (400, 403), (ns, where, properties, body)
+            assert not has_credentials(body), body
     # A staged create at a free location is handed credentials, and they reach only it.
     free = f"s3://{BUCKET}/sec/att1/staged-{uuid.uuid4().hex[:6]}"
     status, body = create_table(lab, attacker, "lake", "att1", "s", free, stage=True)
@@ -367,7 +373,7 @@ def test_a_registered_metadata_log_cannot_make_the_server_delete_another_tables_
         f"/v1/{lab.prefix('lake')}/namespaces/att6/register",
         {"name": "elsewhere", "metadata-location": f"s3://{BUCKET}/{victim_meta}"},
     )
-    assert status == 400, body
+    assert status in (400, 403), body
 
 
 def test_a_purge_deletes_no_file_that_a_manifest_borrows_from_another_table(lab, tmp_path):
@@ -422,8 +428,8 @@ def test_a_decompression_bomb_is_refused_without_the_memory_it_asks_for(lab):
         f"/v1/{lab.prefix('lake')}/namespaces/bomb10/register",
         {"name": "bomb", "metadata-location": f"s3://{BUCKET}/{key}"},
     )
-    assert status == 400 and "max_metadata_bytes" in body["error"]["message"], body
     assert peak_rss_mb(lab) < max(before, 100) + 200, "the server did not expand the bomb"
+    assert status == 400 and "max_metadata_bytes" in body["error"]["message"], body
 
 
 # 14 -----------------------------------------------------------------------------------------

@@ -89,8 +89,6 @@ pub enum Rule {
     CreateNamespace,
     /// On `{table}` or `{view}`.
     Tabular(TabularKind, Privilege),
-    /// Drop on the body's source, create on the destination's namespace.
-    Rename(TabularKind),
     /// Any authenticated caller; the handler decides with the values it parsed (grants: manage
     /// grants and hold the privilege on the securable; listings: server admin or oneself).
     InHandler,
@@ -131,14 +129,15 @@ pub fn rule(method: &Method, route: &str) -> Option<Rule> {
         // Credentials and signatures are scoped to the caller's level (read or read-write).
         ("GET", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials") => R::Tabular(table, P::Read),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign") => R::Tabular(table, P::Read),
-        ("POST", "/v1/{prefix}/tables/rename") => R::Rename(table),
+        // The rename decides, on the identifiers it parsed: `drop` on the source, `create` in the
+        // target namespace, and for a move between namespaces `read` and no wider access.
+        ("POST", "/v1/{prefix}/tables/rename" | "/v1/{prefix}/views/rename") => R::Warehouse(P::Describe),
         // The transaction decides: `write` on every table it changes, on the identifiers it parsed.
         ("POST", "/v1/{prefix}/transactions/commit") => R::Warehouse(P::Describe),
         ("GET", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Read),
         ("HEAD", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Describe),
         ("POST", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Write),
         ("DELETE", "/v1/{prefix}/namespaces/{namespace}/views/{view}") => R::Tabular(view, P::Drop),
-        ("POST", "/v1/{prefix}/views/rename") => R::Rename(view),
         ("POST", "/management/v1/warehouses") => R::Server(P::Admin),
         ("GET", "/management/v1/warehouses" | "/management/v1/whoami") => R::Authenticated,
         ("GET", "/management/v1/warehouses/{name}") => R::Warehouse(P::Describe),
@@ -239,7 +238,7 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
     let query: HashMap<String, String> =
         axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri).map(|q| q.0).unwrap_or_default();
     // Bodies are read only for the rules that need them (small JSON documents).
-    let needs_body = matches!(rule, Rule::CreateNamespace | Rule::Rename(_));
+    let needs_body = matches!(rule, Rule::CreateNamespace);
     let (body, json) = if needs_body {
         let bytes = axum::body::to_bytes(body, state.max_body_bytes)
             .await
@@ -360,21 +359,6 @@ async fn check(state: &AppState, request: Request) -> Result<Request, CatalogErr
                 parts.extensions.insert(StorageAccess(level));
             }
             visibility
-        }
-        Rule::Rename(kind) => {
-            let wh = warehouse().await?;
-            let source_ns = body_namespace(&json["source"]["namespace"])?;
-            let source_name = json["source"]["name"].as_str().unwrap_or_default().to_owned();
-            let missing = if kind == TabularKind::View {
-                CatalogError::no_such_view(format!("{source_ns}.{source_name}"))
-            } else {
-                CatalogError::no_such_table(format!("{source_ns}.{source_name}"))
-            };
-            let source = Target::Tabular { warehouse_id: wh.id.clone(), namespace: source_ns, name: source_name, kind };
-            authorizer.check(&caller, &source, Privilege::Drop, || missing).await?;
-            let destination = body_namespace(&json["destination"]["namespace"])?;
-            let missing = CatalogError::no_such_namespace(&destination);
-            authorizer.check(&caller, &namespace_target(&wh.id, destination), Privilege::Create, || missing).await?
         }
         Rule::InHandler => Visibility::All,
     };

@@ -51,7 +51,7 @@ pub struct OidcIssuerConfig {
 
 impl OidcIssuerConfig {
     /// The suffix of this issuer's principal names.
-    fn principal_suffix(&self) -> String {
+    pub fn principal_suffix(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
             url::Url::parse(&self.issuer)
                 .ok()

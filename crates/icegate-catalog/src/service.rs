@@ -123,13 +123,19 @@ impl Catalog {
         self
     }
 
-    /// The locations of a loaded table, parsed from its metadata once per metadata file.
-    pub fn table_locations(&self, result: &crate::tables::TableResult) -> Result<crate::storage::TableLocations> {
-        let Some(file) = &result.metadata_location else { return result.locations() };
+    /// The locations a loaded table's credentials and signatures cover: those the catalog
+    /// recorded for it (its base location, its extra locations, and those it moved away from,
+    /// whose files its snapshots may still use), with the ones its metadata names. Looked up
+    /// once per metadata file: the recorded set changes only with a commit, which makes a new one.
+    pub async fn table_locations(&self, result: &crate::tables::TableResult) -> Result<crate::storage::TableLocations> {
+        let (Some(file), Some(id)) = (&result.metadata_location, &result.id) else { return result.locations() };
         if let Some(found) = self.locations.read().expect("locations cache").get(file) {
             return Ok(found.clone());
         }
-        let locations = result.locations()?;
+        let recorded = self.store.recorded_locations(id).await?;
+        let locations = crate::storage::TableLocations::new(
+            recorded.into_iter().chain(result.locations()?.as_slice().iter().cloned()),
+        );
         let mut cache = self.locations.write().expect("locations cache");
         if cache.len() >= 100_000 {
             cache.clear();

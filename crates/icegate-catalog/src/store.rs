@@ -128,7 +128,8 @@ pub struct MetadataSwap {
     pub metadata_location: String,
     pub metadata: String,
     /// The (possibly new) base location and the locations outside it the table writes to;
-    /// checked for overlaps and stored when they changed.
+    /// checked for overlaps and recorded when they changed (a location the table moves away
+    /// from stays recorded as the table's while it exists).
     pub location: String,
     pub extra_locations: Vec<String>,
     pub locations_changed: bool,
@@ -249,6 +250,9 @@ pub trait CatalogStore: Send + Sync + 'static {
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Dropped>>;
+    /// Every location recorded for a table or view: its base location and every other location
+    /// it owns (current extra locations and those it moved away from).
+    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>>;
     /// Fails with `BadRequest` when one of `locations` equals, lies inside or contains a location
     /// of another table or view of the warehouse (not `exclude_id`). Read-only: callers that
     /// then insert or swap get the same check again, atomically with the write.

@@ -89,6 +89,8 @@ pub enum SnapshotMode {
 /// A table as the REST API returns it.
 #[derive(Debug, Clone)]
 pub struct TableResult {
+    /// The table's id; `None` for a staged (not yet created) table.
+    pub id: Option<String>,
     /// `None` for a staged (not yet created) table.
     pub metadata_location: Option<String>,
     /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
@@ -273,8 +275,46 @@ impl Catalog {
         )
     }
 
+    /// The directory of a namespace's tables and views: where their default locations go.
+    pub(crate) fn namespace_dir(warehouse: &Warehouse, namespace: &NamespaceIdent) -> String {
+        format!("{}/{}", warehouse.storage_root.as_str(), namespace.levels().join("/"))
+    }
+
+    /// A table's or view's locations lie strictly inside its namespace's directory, unless the
+    /// caller administers the warehouse (adopting or registering tables where they already are
+    /// is an operator's decision). Otherwise a principal with `create` in one namespace could
+    /// claim another namespace's directory, where later tables are created by default, and hold
+    /// credentials for their files; or block that namespace's creates.
+    pub(crate) async fn check_placement(
+        &self,
+        ctx: &RequestContext,
+        warehouse: &Warehouse,
+        namespace: &NamespaceIdent,
+        locations: &[String],
+    ) -> Result<()> {
+        let dir = Self::namespace_dir(warehouse, namespace);
+        let inside =
+            |l: &String| l.strip_prefix(dir.as_str()).is_some_and(|rest| rest.starts_with('/') && rest.len() > 1);
+        let Some(outside) = locations.iter().find(|l| !inside(l)) else { return Ok(()) };
+        let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
+        match ctx.require(&target, Privilege::Admin, || CatalogError::Forbidden(String::new())).await {
+            Ok(_) => Ok(()),
+            Err(CatalogError::Forbidden(_) | CatalogError::NotFound { .. }) => Err(CatalogError::Forbidden(format!(
+                "{outside} lies outside the directory of namespace {namespace} ({dir}); placing tables and views \
+                 elsewhere in the warehouse needs admin on the warehouse"
+            ))),
+            Err(other) => Err(other),
+        }
+    }
+
     /// createTable, or stage-create when `request.stage_create`.
-    pub async fn create_table(&self, prefix: &str, namespace: &str, request: CreateTable) -> Result<TableResult> {
+    pub async fn create_table(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        request: CreateTable,
+    ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, &request.name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         if !self.store().namespace_exists(&warehouse.id, &table.namespace).await? {
@@ -303,15 +343,22 @@ impl Catalog {
             .build();
         let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
         let metadata_json = to_json(&metadata)?;
+        let (base, extra) = table_locations(&warehouse, &metadata)?;
+        let all: Vec<String> = std::iter::once(base).chain(extra).collect();
+        self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
         if request.stage_create {
             // Nothing is stored yet, but the client is handed credentials for the table's
             // locations: they must pass every rule a create does, before anything is vended.
             // The commit that creates the table checks them again, atomically with its insert.
-            let (location, extra) = table_locations(&warehouse, &metadata)?;
-            let all: Vec<String> = std::iter::once(location).chain(extra).collect();
             self.store().check_locations_free(&warehouse.id, &all, None).await?;
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
-            return Ok(TableResult { metadata_location: None, metadata_json: metadata_json.into(), etag, warehouse });
+            return Ok(TableResult {
+                id: None,
+                metadata_location: None,
+                metadata_json: metadata_json.into(),
+                etag,
+                warehouse,
+            });
         }
         let catalog = self.clone();
         crate::idempotency::detached(async move {
@@ -354,12 +401,16 @@ impl Catalog {
                 metadata: &metadata_json,
             })
             .await;
-        if let Err(err) = created {
-            self.delete_quietly(warehouse, &metadata_location).await;
-            return Err(err);
-        }
+        let id = match created {
+            Ok(id) => id,
+            Err(err) => {
+                self.delete_quietly(warehouse, &metadata_location).await;
+                return Err(err);
+            }
+        };
         let etag = etag(&metadata_location, SnapshotMode::All);
         Ok(TableResult {
+            id: Some(id),
             metadata_json: self.remember(&metadata_location, metadata_json),
             metadata_location: Some(metadata_location),
             etag,
@@ -393,7 +444,7 @@ impl Catalog {
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let (metadata_location, document) = if self.metadata_cache().mostly_misses() {
+        let (id, metadata_location, document) = if self.metadata_cache().mostly_misses() {
             // Loads spread over more tables than the cache holds (or no cache): one query for
             // the whole row beats a head query followed by a row query.
             let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
@@ -403,7 +454,7 @@ impl Catalog {
             if cache.admit() {
                 cache.insert(&row.metadata_location, &document, None);
             }
-            (row.metadata_location, document)
+            (row.id, row.metadata_location, document)
         } else {
             self.load_document(&warehouse, &table).await?
         };
@@ -412,25 +463,25 @@ impl Catalog {
             SnapshotMode::All => document,
             SnapshotMode::Refs => referenced_snapshots_only(&document)?.into(),
         };
-        Ok(TableResult { metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
+        Ok(TableResult { id: Some(id), metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
     }
 
     /// The current metadata location and document: the head from the store, the document from
     /// the cache when it holds that file.
-    async fn load_document(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<(String, Arc<str>)> {
+    async fn load_document(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<(String, String, Arc<str>)> {
         let head = self
             .store()
             .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(table))?;
         Ok(match self.metadata_cache().get(&head.metadata_location) {
-            Some(cached) => (head.metadata_location, cached.document),
+            Some(cached) => (head.id, head.metadata_location, cached.document),
             None => {
                 // The row may have moved on since its head was read: what it holds now is
                 // consistent, and current.
                 let row = self.load_row(warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
                 let document = self.remember(&row.metadata_location, row.metadata);
-                (row.metadata_location, document)
+                (row.id, row.metadata_location, document)
             }
         })
     }
@@ -531,14 +582,53 @@ impl Catalog {
     }
 
     /// renameTable and renameView: moves a table or view, possibly to another namespace.
+    ///
+    /// Needs `drop` on it and `create` in the target namespace. Into another namespace, it also
+    /// needs `read` on it (a move is a copy of what the mover can read), and the mover must
+    /// already hold on it every privilege the target namespace would confer on it there: a move
+    /// never widens the mover's own access (`drop` plus `admin` on one's own namespace would
+    /// otherwise be full control of any table one may drop).
     pub async fn rename_tabular(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         kind: TabularKind,
         from: TableIdent,
         to: TableIdent,
     ) -> Result<()> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let source = Target::Tabular {
+            warehouse_id: warehouse.id.clone(),
+            namespace: from.namespace.clone(),
+            name: from.name.clone(),
+            kind,
+        };
+        let missing = || match kind {
+            TabularKind::Table => CatalogError::no_such_table(&from),
+            TabularKind::View => CatalogError::no_such_view(&from),
+        };
+        let held = ctx.require(&source, Privilege::Drop, missing).await?;
+        let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: to.namespace.clone() };
+        let conferred =
+            ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(&to.namespace)).await?;
+        if from.namespace != to.namespace {
+            ctx.require(&source, Privilege::Read, missing).await?;
+            if let (Some(held), Some(conferred)) = (held, conferred) {
+                let mut widened: Vec<Privilege> = conferred
+                    .direct
+                    .iter()
+                    .copied()
+                    .filter(|p| !matches!(p, Privilege::Describe | Privilege::Create) && !held.has(*p))
+                    .collect();
+                widened.sort();
+                if let Some(privilege) = widened.first() {
+                    return Err(CatalogError::Forbidden(format!(
+                        "moving {from} into {} would give you {privilege} on it, which you do not hold on it now",
+                        to.namespace
+                    )));
+                }
+            }
+        }
         self.store().rename_tabular(&warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name)).await
     }
 
@@ -557,6 +647,9 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
+        // Where the caller may place the table, before anything is read with the server's
+        // identity (what a file elsewhere holds, or whether it exists, is not the caller's to learn).
+        self.check_placement(ctx, &warehouse, &table.namespace, &[metadata_location.to_owned()]).await?;
         let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
         let metadata = parse_metadata_file(metadata_location, bytes, self.max_metadata_bytes())?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
@@ -569,6 +662,8 @@ impl Catalog {
                  (or its write.metadata.path)"
             )));
         }
+        let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
+        self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
         let metadata_json = to_json(&metadata)?;
         self.check_size("document", metadata_json.len())?;
         if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
@@ -597,6 +692,7 @@ impl Catalog {
             };
             return match self.store().swap_metadata(&[swap]).await? {
                 SwapOutcome::Applied => Ok(TableResult {
+                    id: Some(existing.id),
                     metadata_location: Some(metadata_location.to_owned()),
                     etag: etag(metadata_location, SnapshotMode::All),
                     metadata_json: self.remember(metadata_location, metadata_json),
@@ -607,7 +703,8 @@ impl Catalog {
                 }
             };
         }
-        self.store()
+        let id = self
+            .store()
             .create_tabular(&NewTabular {
                 warehouse_id: &warehouse.id,
                 namespace: &table.namespace,
@@ -620,6 +717,7 @@ impl Catalog {
             })
             .await?;
         Ok(TableResult {
+            id: Some(id),
             metadata_location: Some(metadata_location.to_owned()),
             etag: etag(metadata_location, SnapshotMode::All),
             metadata_json: self.remember(metadata_location, metadata_json),
@@ -675,6 +773,17 @@ impl Catalog {
             let mut creates = Vec::new();
             for change in &changes {
                 let current = self.load_current(warehouse, &change.table).await?;
+                let target = Target::Tabular {
+                    warehouse_id: warehouse.id.clone(),
+                    namespace: change.table.namespace.clone(),
+                    name: change.table.name.clone(),
+                    kind: TabularKind::Table,
+                };
+                if current.is_none() {
+                    // A table the caller may not see is answered like a missing one, before
+                    // anything else is said about it.
+                    ctx.require(&target, Privilege::Describe, || CatalogError::no_such_table(&change.table)).await?;
+                }
                 match current {
                     None if change.requirements.contains(&TableRequirement::NotExist) => {
                         if transaction {
@@ -691,25 +800,22 @@ impl Catalog {
                     }
                     None => return Err(CatalogError::no_such_table(&change.table)),
                     Some(current) => {
-                        let target = Target::Tabular {
-                            warehouse_id: warehouse.id.clone(),
-                            namespace: change.table.namespace.clone(),
-                            name: change.table.name.clone(),
-                            kind: TabularKind::Table,
-                        };
                         ctx.require(&target, Privilege::Write, || CatalogError::no_such_table(&change.table)).await?;
                         staged.push(self.stage_change(warehouse, change, current)?)
                     }
                 }
             }
             if let Some(change) = creates.first() {
-                return Ok(vec![self.create_from_updates(warehouse, change).await?]);
+                return Ok(vec![self.create_from_updates(ctx, warehouse, change).await?]);
             }
             // Tables without updates write nothing (an empty update list is a no-op read).
             let writes: Vec<(&TableIdent, &MetadataSwap)> =
                 staged.iter().filter_map(|s| s.swap.as_ref().map(|swap| (&s.table, swap))).collect();
             // A commit that moves a table's files is checked before its metadata file is
             // written (which could land in another table's directory); the swap checks again.
+            for commit in staged.iter().filter(|s| !s.new_locations.is_empty()) {
+                self.check_placement(ctx, warehouse, &commit.table.namespace, &commit.new_locations).await?;
+            }
             for (_, swap) in writes.iter().filter(|(_, swap)| swap.locations_changed) {
                 let all: Vec<String> =
                     std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()).collect();
@@ -821,7 +927,9 @@ impl Catalog {
                 table: change.table.clone(),
                 swap: None,
                 metadata: None,
+                new_locations: Vec::new(),
                 result: TableResult {
+                    id: Some(row.id),
                     metadata_location: Some(row.metadata_location),
                     metadata_json: document,
                     etag,
@@ -844,10 +952,17 @@ impl Catalog {
         self.check_size("document", metadata_json.len())?;
         let delete_expired =
             metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let had = TableLocations::new(std::iter::once(row.location.clone()).chain(old_extra_locations.iter().cloned()));
+        let new_locations: Vec<String> = std::iter::once(&location)
+            .chain(&extra_locations)
+            .filter(|l| !had.as_slice().contains(*l) && !had.contains(l))
+            .cloned()
+            .collect();
         Ok(StagedCommit {
             table: change.table.clone(),
+            new_locations,
             swap: Some(MetadataSwap {
-                id: row.id,
+                id: row.id.clone(),
                 warehouse_id: warehouse.id.clone(),
                 expected_metadata_location: row.metadata_location,
                 metadata_location: metadata_location.clone(),
@@ -858,6 +973,7 @@ impl Catalog {
             }),
             metadata: Some(Arc::new(metadata)),
             result: TableResult {
+                id: Some(row.id),
                 etag: etag(&metadata_location, SnapshotMode::All),
                 metadata_location: Some(metadata_location),
                 metadata_json: metadata_json.into(),
@@ -871,7 +987,12 @@ impl Catalog {
     /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
     /// The first added schema, spec and sort order seed the metadata so their ids match what
     /// the client staged (its data files may already reference them).
-    async fn create_from_updates(&self, warehouse: &Warehouse, change: &TableChange) -> Result<TableResult> {
+    async fn create_from_updates(
+        &self,
+        ctx: &RequestContext,
+        warehouse: &Warehouse,
+        change: &TableChange,
+    ) -> Result<TableResult> {
         for requirement in &change.requirements {
             requirement.check(None)?;
         }
@@ -907,6 +1028,9 @@ impl Catalog {
             builder = update.apply(builder)?;
         }
         let metadata = builder.build()?.metadata;
+        let (base, extra) = table_locations(warehouse, &metadata)?;
+        let all: Vec<String> = std::iter::once(base).chain(extra).collect();
+        self.check_placement(ctx, warehouse, &change.table.namespace, &all).await?;
         let metadata_json = to_json(&metadata)?;
         self.persist_new_table(warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
             CatalogError::AlreadyExists(_) => {
@@ -937,6 +1061,8 @@ impl Catalog {
 /// One table's commit, prepared but not yet swapped in.
 struct StagedCommit {
     table: TableIdent,
+    /// Locations the commit gives the table that it did not have (placement-checked).
+    new_locations: Vec<String>,
     /// `None` when the change has no updates.
     swap: Option<MetadataSwap>,
     /// The new metadata, parsed (with `swap`).

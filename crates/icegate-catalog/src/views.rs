@@ -9,6 +9,7 @@ use iceberg::ViewUpdate;
 use iceberg::spec::{Schema, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder, ViewVersion};
 use serde::{Deserialize, Serialize};
 
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::validate_name;
 use crate::service::{Catalog, Listing};
@@ -86,7 +87,13 @@ impl Catalog {
         TableIdent::parse(namespace, name)
     }
 
-    pub async fn create_view(&self, prefix: &str, namespace: &str, request: CreateView) -> Result<ViewResult> {
+    pub async fn create_view(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        request: CreateView,
+    ) -> Result<ViewResult> {
         let view = Self::view_ident(namespace, &request.name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         if !self.store().namespace_exists(&warehouse.id, &view.namespace).await? {
@@ -112,6 +119,7 @@ impl Catalog {
         .build()?
         .metadata;
         let metadata_json = to_json(&metadata)?;
+        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
         let metadata_location = view_file_location(&metadata, None);
         self.insert_view(&warehouse, &view, &location, &metadata_location, metadata_json, true).await
     }
@@ -187,6 +195,7 @@ impl Catalog {
 
     pub async fn register_view(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         name: &str,
@@ -196,12 +205,14 @@ impl Catalog {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
+        self.check_placement(ctx, &warehouse, &view.namespace, &[metadata_location.to_owned()]).await?;
         let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
         let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
         let text =
             String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
         let metadata = parse_view(&text, metadata_location)?;
         let location = location_inside(root, metadata.location())?;
+        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
         // The metadata file must be the view's own, inside its location.
         if !metadata_location.strip_prefix(location.as_str()).is_some_and(|rest| rest.starts_with('/')) {
             return Err(CatalogError::bad_request(format!(
@@ -215,22 +226,24 @@ impl Catalog {
     /// re-applies on a lost race while the requirements still hold.
     pub async fn replace_view(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         view: TableIdent,
         requirements: Vec<ViewRequirement>,
         updates: Vec<ViewUpdate>,
     ) -> Result<ViewResult> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let catalog = self.clone();
+        let (catalog, ctx) = (self.clone(), ctx.clone());
         // On its own task, so a cancelled request cannot stop it between file and swap.
-        crate::idempotency::detached(
-            async move { catalog.replace_view_in(&warehouse, view, requirements, updates).await },
-        )
+        crate::idempotency::detached(async move {
+            catalog.replace_view_in(&ctx, &warehouse, view, requirements, updates).await
+        })
         .await?
     }
 
     async fn replace_view_in(
         &self,
+        ctx: &RequestContext,
         warehouse: &Warehouse,
         view: TableIdent,
         requirements: Vec<ViewRequirement>,
@@ -259,6 +272,7 @@ impl Catalog {
             self.check_size("document", metadata_json.len())?;
             if location != row.location {
                 // A moved view: checked before its file is written, and again by the swap.
+                self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
                 self.store()
                     .check_locations_free(&warehouse.id, std::slice::from_ref(&location), Some(&row.id))
                     .await?;

@@ -410,6 +410,23 @@ impl AccessStore for SqlStore {
         let role_id = self.role_id(role).await?;
         let resolved = self.resolve(securable).await?;
         let id = uuid::Uuid::now_v7().to_string();
+        // An expired grant of the same privilege is gone for every purpose but the unique index:
+        // it is removed, so granting again works (listings already hide it).
+        sqlx::query(
+            "DELETE FROM grants WHERE role_id = $1 AND privilege = $2 AND securable_type = $3 \
+             AND COALESCE(warehouse_id, '') = $4 AND COALESCE(namespace_id, '') = $5 AND COALESCE(tabular_id, '') = $6 \
+             AND expires_at IS NOT NULL AND expires_at <= $7",
+        )
+        .bind(&role_id)
+        .bind(privilege.as_str())
+        .bind(securable.kind.as_str())
+        .bind(resolved.warehouse_id.clone().unwrap_or_default())
+        .bind(resolved.namespace_id.clone().unwrap_or_default())
+        .bind(resolved.tabular_id.clone().unwrap_or_default())
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
         let inserted = sqlx::query(
             "INSERT INTO grants (id, role_id, privilege, securable_type, warehouse_id, namespace_id, tabular_id, expires_at, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",

@@ -495,6 +495,10 @@ impl CatalogStore for SqlStore {
         .await?
     }
 
+    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
+        tabulars::recorded_locations(self, tabular_id).await
+    }
+
     async fn check_locations_free(
         &self,
         warehouse_id: &str,

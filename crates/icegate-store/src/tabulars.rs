@@ -109,33 +109,47 @@ pub(crate) async fn check_locations_free(
 ) -> Result<(), CatalogError> {
     let mut conn = store.pool.acquire().await.map_err(db_error)?;
     for location in locations {
-        check_overlap(&mut *conn, warehouse_id, location, exclude_id).await?;
+        check_overlap(&mut conn, warehouse_id, location, exclude_id).await?;
     }
     Ok(())
 }
 
-/// Replaces the extra locations stored for a table.
-async fn store_extra_locations(
+/// Records locations a table owns besides its base location. Additive: a location a table
+/// moved away from (an old base location, a former `write.data.path`) stays recorded, and so
+/// overlap-protected, purged with the table and readable with its credentials, as long as the
+/// table exists. Its current snapshot may still have files there, and no other table may be
+/// handed credentials for them.
+async fn record_locations(
     tx: &mut Transaction<'static, Any>,
     warehouse_id: &str,
     tabular_id: &str,
-    extra: &[String],
+    locations: &[String],
 ) -> Result<(), CatalogError> {
-    sqlx::query("DELETE FROM tabular_locations WHERE tabular_id = $1")
+    for location in locations {
+        sqlx::query(
+            "INSERT INTO tabular_locations (tabular_id, warehouse_id, location) VALUES ($1, $2, $3) \
+             ON CONFLICT (tabular_id, location) DO NOTHING",
+        )
         .bind(tabular_id)
+        .bind(warehouse_id)
+        .bind(location.as_str())
         .execute(&mut **tx)
         .await
         .map_err(db_error)?;
-    for location in extra {
-        sqlx::query("INSERT INTO tabular_locations (tabular_id, warehouse_id, location) VALUES ($1, $2, $3)")
-            .bind(tabular_id)
-            .bind(warehouse_id)
-            .bind(location.as_str())
-            .execute(&mut **tx)
-            .await
-            .map_err(db_error)?;
     }
     Ok(())
+}
+
+/// Every location recorded for a table or view: its base location and the others it owns.
+pub(crate) async fn recorded_locations(store: &SqlStore, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
+    let rows = sqlx::query(
+        "SELECT location FROM tabulars WHERE id = $1 UNION SELECT location FROM tabular_locations WHERE tabular_id = $1",
+    )
+    .bind(tabular_id)
+    .fetch_all(&store.pool)
+    .await
+    .map_err(db_error)?;
+    rows.iter().map(|r| r.try_get("location").map_err(db_error)).collect()
 }
 
 pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<String, CatalogError> {
@@ -155,7 +169,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         return Err(already_exists(new.namespace, new.name));
     }
     for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
-        check_overlap(&mut *tx, new.warehouse_id, location, None).await?;
+        check_overlap(&mut tx, new.warehouse_id, location, None).await?;
     }
     let id = uuid::Uuid::now_v7().to_string();
     let inserted = sqlx::query(
@@ -181,7 +195,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         }
         Err(e) => return Err(db_error(e)),
     }
-    store_extra_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
+    record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
     store.commit_write(tx).await?;
     Ok(id)
 }
@@ -294,16 +308,32 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
         if swap.locations_changed {
             lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
             for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
-                check_overlap(&mut *tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
+                check_overlap(&mut tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
             }
         }
+        // The base location it moves away from, if any: read under the row lock the swap takes.
+        let previous: Option<String> = if swap.locations_changed {
+            let row = sqlx::query(AssertSqlSafe(format!(
+                "SELECT location FROM tabulars WHERE id = $1{}",
+                if store.backend == Backend::Postgres { " FOR UPDATE" } else { "" }
+            )))
+            .bind(&swap.id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+            row.map(|r| r.try_get("location")).transpose().map_err(db_error)?
+        } else {
+            None
+        };
         let done = bind_swap(swap, now).execute(&mut *tx).await.map_err(db_error)?;
         if done.rows_affected() != 1 {
             tx.rollback().await.map_err(db_error)?;
             return Ok(SwapOutcome::Conflict(index));
         }
         if swap.locations_changed {
-            store_extra_locations(&mut tx, &swap.warehouse_id, &swap.id, &swap.extra_locations).await?;
+            let mut owned = swap.extra_locations.clone();
+            owned.extend(previous.filter(|old| *old != swap.location));
+            record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
         }
     }
     store.commit_write(tx).await?;

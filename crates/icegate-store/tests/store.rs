@@ -359,11 +359,25 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     moving.locations_changed = true;
     let err = store.swap_metadata(&[moving]).await.unwrap_err();
     assert!(matches!(err, CatalogError::BadRequest(_)), "{err:?}");
-    // Moving it elsewhere frees the old path for others.
+    // Moving its data path and its base elsewhere does not free the old ones: b's current
+    // snapshot may still have files there, so they stay b's (checked, purged, vended) while b
+    // exists.
     let mut moving = swap(&b, &wh, "b", v0, "v1");
     moving.extra_locations = vec!["file:///w/shared/b-data-2".to_owned()];
+    moving.location = "file:///w/db/b-moved".to_owned();
     moving.locations_changed = true;
     assert_eq!(store.swap_metadata(&[moving]).await.unwrap(), SwapOutcome::Applied);
+    for (name, base, extra) in
+        [("c1", "file:///w/db/c1", vec!["file:///w/shared/b-data".to_owned()]), ("c2", "file:///w/db/b", vec![])]
+    {
+        let err = table_with(store, &wh, name, base, &extra).await.unwrap_err();
+        assert!(matches!(err, CatalogError::BadRequest(_)), "{name}: {err:?}");
+    }
+    let recorded: BTreeSet<String> = store.recorded_locations(&b).await.unwrap().into_iter().collect();
+    let expected = ["file:///w/db/b", "file:///w/db/b-moved", "file:///w/shared/b-data", "file:///w/shared/b-data-2"];
+    assert_eq!(recorded, expected.iter().map(|l| l.to_string()).collect());
+    let dropped = store.drop_tabular(&wh, &ns("db"), "b", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(dropped.extra_locations.len(), 3, "{dropped:?}");
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
     // Dropping a table releases its extra locations, and says which they were (for a purge).
     let dropped = store.drop_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();

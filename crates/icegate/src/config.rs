@@ -322,6 +322,18 @@ impl Config {
         {
             bail!("invalid configuration: server.public_url must be an http(s) URL, got {url:?}");
         }
+        // Issuers name their principals `<user>@<suffix>`: two issuers with one suffix (two realms
+        // on one host, say) would share names, first come first served.
+        let mut suffixes = std::collections::HashSet::new();
+        for issuer in &self.auth.oidc {
+            let suffix = issuer.principal_suffix();
+            if !suffixes.insert(suffix.clone()) {
+                bail!(
+                    "invalid configuration: two auth.oidc issuers name their principals `<user>@{suffix}`; \
+                     give each a distinct `name`"
+                );
+            }
+        }
         for endpoint in &self.storage.allowed_endpoints {
             if let Err(why) = icegate_catalog::storage::AllowedEndpoint::parse(endpoint) {
                 bail!("invalid configuration: storage.allowed_endpoints: {why}");

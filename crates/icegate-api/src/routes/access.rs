@@ -363,8 +363,12 @@ pub async fn grant(
             "expires-at-ms {expires} is not in the future; it counts milliseconds since the Unix epoch"
         )));
     }
-    authorize_grant(&state, &ctx, &securable, privilege).await?;
-    let record = access(&state).grant(&request.role, privilege, &securable, request.expires_at_ms).await?;
+    // A grantor whose own privileges there expire cannot hand them on for longer.
+    let expires_at_ms = match authorize_grant(&state, &ctx, &securable, privilege).await? {
+        Some(limit) => Some(request.expires_at_ms.map_or(limit, |asked| asked.min(limit))),
+        None => request.expires_at_ms,
+    };
+    let record = access(&state).grant(&request.role, privilege, &securable, expires_at_ms).await?;
     Ok((StatusCode::CREATED, Json(record.into())))
 }
 
@@ -401,19 +405,20 @@ fn missing(securable: &SecurableRef) -> CatalogError {
 /// Granting or revoking `privilege` on `securable` needs `manage_grants` there and the
 /// privilege itself: a grantor hands on (or takes back) only what it holds, so `manage_grants`
 /// on a namespace cannot make anyone, itself included, its admin. Decided on the securable and
-/// privilege the handler parsed, the ones the store then acts on.
+/// privilege the handler parsed, the ones the store then acts on. Returns when the grantor's
+/// holdings there expire (the earliest expiry among the grants they come from), if they do.
 async fn authorize_grant(
     state: &AppState,
     ctx: &RequestContext,
     securable: &SecurableRef,
     privilege: Privilege,
-) -> Result<(), ApiError> {
+) -> Result<Option<i64>, ApiError> {
     let target = match securable_target(state, securable).await {
         Err(_) if securable.kind != SecurableType::Server => return Err(missing(securable).into()),
         other => other?,
     };
     let held = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
-    if let Some(held) = held
+    if let Some(held) = &held
         && !held.has(privilege)
     {
         return Err(CatalogError::Forbidden(format!(
@@ -421,7 +426,7 @@ async fn authorize_grant(
         ))
         .into());
     }
-    Ok(())
+    Ok(held.and_then(|h| h.expires_at_ms))
 }
 
 /// Revoke a privilege from a role on a securable (effective immediately)

@@ -67,7 +67,7 @@ pub(crate) async fn storage_access(
     if result.warehouse.storage_profile.s3().is_none() {
         return Ok(TableStorageAccess::default());
     }
-    let locations = state.catalog.table_locations(result)?;
+    let locations = state.catalog.table_locations(result).await?;
     let table_path = request.table_path();
     let base_url = base_url(state, request.headers);
     let access = TableAccessRequest {
@@ -173,6 +173,7 @@ pub async fn list_tables(
 )]
 pub async fn create_table(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     headers: HeaderMap,
     Json(request): Json<CreateTableRequest>,
@@ -187,7 +188,7 @@ pub async fn create_table(
         properties: request.properties.unwrap_or_default(),
         stage_create: request.stage_create.unwrap_or(false),
     };
-    let result = state.catalog.create_table(&prefix, &namespace, request).await?;
+    let result = state.catalog.create_table(&ctx, &prefix, &namespace, request).await?;
     // The creator writes the new table: read-write for exactly this table.
     table_response(&state, result, (&prefix, &namespace, &name), AccessLevel::ReadWrite, &headers).await
 }
@@ -413,7 +414,7 @@ pub async fn sign_request(
         .ok_or_else(|| ApiError::bad_request("this server does not serve object storage"))?
         .clone();
     let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
-    let locations = state.catalog.table_locations(&result)?;
+    let locations = state.catalog.table_locations(&result).await?;
     let level = storage_access_level(caller.as_ref(), access.as_ref());
     let signed = vendor
         .sign(
@@ -450,12 +451,13 @@ pub async fn sign_request(
 )]
 pub async fn rename_table(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
     state
         .catalog
-        .rename_tabular(&prefix, TabularKind::Table, request.source.parse()?, request.destination.parse()?)
+        .rename_tabular(&ctx, &prefix, TabularKind::Table, request.source.parse()?, request.destination.parse()?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

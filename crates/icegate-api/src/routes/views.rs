@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Context, Json, Path, Query};
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, ViewPath};
 use crate::table_models::{
     CommitViewRequest, CreateViewRequest, ListTablesQuery, ListTablesResponse, LoadViewResult, RegisterViewRequest,
@@ -82,6 +82,7 @@ pub async fn list_views(
 )]
 pub async fn create_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<CreateViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
@@ -92,7 +93,7 @@ pub async fn create_view(
         view_version: request.view_version,
         properties: request.properties,
     };
-    result(state.catalog.create_view(&prefix, &namespace, request).await?)
+    result(state.catalog.create_view(&ctx, &prefix, &namespace, request).await?)
 }
 
 /// Load a view from the catalog
@@ -135,11 +136,12 @@ pub async fn load_view(
 )]
 pub async fn replace_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
     Json(request): Json<CommitViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     let view = TableIdent::parse(&namespace, &view)?;
-    result(state.catalog.replace_view(&prefix, view, request.requirements, request.updates).await?)
+    result(state.catalog.replace_view(&ctx, &prefix, view, request.requirements, request.updates).await?)
 }
 
 /// Drop a view from the catalog
@@ -204,12 +206,13 @@ pub async fn view_exists(
 )]
 pub async fn rename_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
     state
         .catalog
-        .rename_tabular(&prefix, TabularKind::View, request.source.parse()?, request.destination.parse()?)
+        .rename_tabular(&ctx, &prefix, TabularKind::View, request.source.parse()?, request.destination.parse()?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -232,8 +235,9 @@ pub async fn rename_view(
 )]
 pub async fn register_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<RegisterViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
-    result(state.catalog.register_view(&prefix, &namespace, &request.name, &request.metadata_location).await?)
+    result(state.catalog.register_view(&ctx, &prefix, &namespace, &request.name, &request.metadata_location).await?)
 }

@@ -356,7 +356,21 @@ async fn renames_need_drop_at_the_source_and_create_at_the_target(app: TestApp) 
     assert!(status == 403 || status == 404, "no create on the target: {status}");
     let grant = json!({"role": "mover-role", "privilege": "create", "securable": namespace(&["db", "sub"])});
     assert_eq!(call(&app, &admin, Method::POST, "/management/v1/grants", Some(grant)).await.0, 201);
+    // Into another namespace a move is a copy of what the mover can read: `read` too.
+    let (status, _) = call(&app, &mover, Method::POST, "/v1/{prefix}/tables/rename", Some(rename.clone())).await;
+    assert_eq!(status, 403, "drop and create, but no read");
+    let grant = json!({"role": "mover-role", "privilege": "read", "securable": table(&["db"], "t1")});
+    assert_eq!(call(&app, &admin, Method::POST, "/management/v1/grants", Some(grant)).await.0, 201);
+    // A move never widens the mover's access: with admin on the target it would own the table.
+    let admin_there = json!({"role": "mover-role", "privilege": "admin", "securable": namespace(&["db", "sub"])});
+    assert_eq!(call(&app, &admin, Method::POST, "/management/v1/grants", Some(admin_there.clone())).await.0, 201);
+    let (status, _) = call(&app, &mover, Method::POST, "/v1/{prefix}/tables/rename", Some(rename.clone())).await;
+    assert_eq!(status, 403, "admin on the target namespace would widen drop+read on the table");
+    assert_eq!(call(&app, &admin, Method::DELETE, "/management/v1/grants", Some(admin_there)).await.0, 204);
     assert_eq!(call(&app, &mover, Method::POST, "/v1/{prefix}/tables/rename", Some(rename)).await.0, 204);
+    // Within a namespace, drop alone renames.
+    let within = json!({"source": {"namespace": ["db", "sub"], "name": "t1"}, "destination": {"namespace": ["db", "sub"], "name": "t1b"}});
+    assert_eq!(call(&app, &mover, Method::POST, "/v1/{prefix}/tables/rename", Some(within)).await.0, 204);
 }
 
 async fn filtered_listings_paginate_correctly(app: TestApp) {

@@ -253,6 +253,9 @@ impl CatalogStore for BrokenStore {
     async fn check_locations_free(&self, _: &str, _: &[String], _: Option<&str>) -> Result<()> {
         self.fail().await
     }
+    async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {
+        self.fail().await
+    }
     async fn rename_tabular(
         &self,
         _: &str,
