@@ -10,8 +10,6 @@ import json
 import os
 import sys
 import threading
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "s3"))
 
 from conftest import Server, free_port  # noqa: E402
-from harness import ADMIN_ID, ADMIN_SECRET, BUCKET, REGION, ROLE_ARN, start_moto, token_for  # noqa: E402
+from harness import ADMIN_ID, ADMIN_SECRET, BUCKET, REGION, ROLE_ARN, call, start_moto, token_for  # noqa: E402
 from verifying_front import REFUSALS, serve  # noqa: E402
 
 
@@ -33,25 +31,9 @@ class Lab:
         self.prefixes: dict[str, str] = {}
 
     # --- HTTP to icegate -------------------------------------------------------------------
-    def call(self, token, method, path, body=None, headers=None, raw=None):
+    def call(self, token, method, path, body=None, headers=None):
         """(status, parsed JSON body or None) of a request to icegate."""
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        request = urllib.request.Request(
-            f"{self.server.uri}{path}",
-            data=data,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}", **(headers or {})},
-            method=method,
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                text = response.read()
-                return response.status, (json.loads(text) if text else None)
-        except urllib.error.HTTPError as e:
-            text = e.read()
-            try:
-                return e.code, (json.loads(text) if text else None)
-            except ValueError:
-                return e.code, {"raw": text.decode(errors="replace")}
+        return call(self.server, token, method, path, body, headers)
 
     def ok(self, token, method, path, body=None, headers=None):
         status, answer = self.call(token, method, path, body, headers)
