@@ -2,8 +2,11 @@
 //!
 //! Each route has a rule in [`rule`]; a route without one is refused (deny by default), and a
 //! test checks that every documented route has a rule. The rule names the privilege and the
-//! securable it applies to; the securable is resolved from the path, the query or (for
-//! creates, renames, transactions and grants) the JSON body.
+//! securable it applies to, resolved from the path or the query (and, for namespace creation,
+//! the body's namespace). Where what is needed depends on values in the body or on what the
+//! operation finds (commits, transactions, renames, registrations, grants, storage profiles),
+//! the rule only makes the route's object visible to the caller, and the service or handler
+//! decides with the values it parsed and acts on, through the request context.
 
 use std::collections::HashMap;
 use std::sync::Arc;
