@@ -1,7 +1,8 @@
 //! Table and view heads (id, base location, current metadata file) by name, kept in memory for
 //! a database that this process alone writes: SQLite under `icegate serve`, which holds an
-//! exclusive lock on the database for the purpose (see `icegate::owner_lock`). PostgreSQL
-//! stores never use it: replicas share the database, so every load reads the row.
+//! exclusive lock on the database for the purpose (`database::Owner`, taken by
+//! `SqlStore::connect_owned`). PostgreSQL stores never use it: replicas share the database, so
+//! every load reads the row.
 //!
 //! Every write that moves or removes a head forgets it once the write is over (committed or
 //! not), and a reader only stores what it read if no such write ended meanwhile (a generation

@@ -1,13 +1,16 @@
 //! The metadata store: [`SqlStore`] implements `icegate_catalog::CatalogStore` on PostgreSQL
-//! (production) and SQLite (the embedded default) with one set of queries.
+//! (production) and SQLite (the embedded default).
 //!
 //! Why runtime queries and not `sqlx::query!`: both backends run the *same* SQL through sqlx's
 //! `Any` driver, so one implementation and one test suite cover both stores. The compile-time
-//! macros check a query against one concrete database and cannot serve `Any`. The schema keeps
-//! to types both databases share (TEXT, BIGINT) for that reason, and every query is exercised on
-//! both backends by the store test suite (`tests/store.rs`).
+//! macros check a query against one concrete database and cannot serve `Any`. Every query is
+//! exercised on both backends by the store test suite (`tests/store.rs`). The migrations are
+//! one folder per database, each in its own dialect (PostgreSQL `BIGINT`, SQLite `INTEGER`);
+//! the queries keep to what both accept. On SQLite the hottest point reads also run in place on
+//! plain `rusqlite` connections (`sqlite_reads`), with sqlx as their fallback.
 
 mod access;
+mod database;
 mod heads;
 mod namespaces;
 mod sqlite_reads;
@@ -29,27 +32,10 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 
+pub use database::{Backend, Database};
+
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Postgres,
-    Sqlite,
-}
-
-impl Backend {
-    /// The backend a database URL selects.
-    pub fn from_url(url: &str) -> anyhow::Result<Self> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Self::Postgres)
-        } else if url.starts_with("sqlite:") {
-            Ok(Self::Sqlite)
-        } else {
-            anyhow::bail!("unsupported database URL scheme (expected postgres:// or sqlite://)")
-        }
-    }
-}
 
 /// How to reach the database.
 #[derive(Debug, Clone)]
@@ -70,17 +56,39 @@ pub struct SqlStore {
     heads: Option<std::sync::Arc<heads::HeadCache>>,
     /// SQLite only: the hottest point reads, run in place instead of on sqlx's worker thread.
     reads: Option<std::sync::Arc<sqlite_reads::SqliteReads>>,
+    /// The owner lock of a SQLite file this process serves (what makes `heads` safe).
+    _owner: Option<std::sync::Arc<database::Owner>>,
 }
 
 impl SqlStore {
     /// Connects lazily: the pool opens connections on first use, so `icegate serve` starts (and
     /// answers `/health`, and `/ready` with 503) even while the database is still coming up.
+    /// Shares the database with other processes (migrate, bootstrap, replicas on PostgreSQL).
     pub fn connect_lazy(options: &StoreOptions) -> anyhow::Result<Self> {
+        Self::open(options, false)
+    }
+
+    /// As [`connect_lazy`](Self::connect_lazy), for the process that serves the database: a
+    /// SQLite file is owned (a lock on `<database>.owner` refuses a second server on it, and is
+    /// held as long as this store or a clone of it lives), which makes it safe to keep table and
+    /// view heads in memory, so loads skip the database when nothing moved them. PostgreSQL and
+    /// in-memory SQLite are shared as with `connect_lazy` (replicas see each other's commits).
+    pub fn connect_owned(options: &StoreOptions) -> anyhow::Result<Self> {
+        Self::open(options, true)
+    }
+
+    fn open(options: &StoreOptions, owned: bool) -> anyhow::Result<Self> {
         install_default_drivers();
-        let backend = Backend::from_url(&options.url)?;
+        let database = Database::parse(&options.url)?;
+        let backend = database.backend();
+        database.prepare()?;
         if backend == Backend::Sqlite {
             sqlite_reads::configure_sqlite();
         }
+        let owner = match database.sqlite_file() {
+            Some(path) if owned => Some(std::sync::Arc::new(database::Owner::lock(path)?)),
+            _ => None,
+        };
         let pool = AnyPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(options.acquire_timeout)
@@ -96,23 +104,11 @@ impl SqlStore {
                     Ok(())
                 })
             })
-            .connect_lazy(&options.url)
+            .connect_lazy(database.url())
             .context("invalid database URL")?;
-        let reads = match backend {
-            Backend::Sqlite => sqlite_reads::SqliteReads::for_url(&options.url).map(std::sync::Arc::new),
-            Backend::Postgres => None,
-        };
-        Ok(Self { pool, backend, heads: None, reads })
-    }
-
-    /// Keeps table and view heads in memory, so loads skip the database when nothing moved
-    /// them. Only for a SQLite database that this process alone writes (the caller holds the
-    /// owner lock): another writer's commits would go unseen. Ignored for PostgreSQL.
-    pub fn with_exclusive_heads(mut self) -> Self {
-        if self.backend == Backend::Sqlite {
-            self.heads = Some(std::sync::Arc::default());
-        }
-        self
+        let reads = database.sqlite_file().map(|path| std::sync::Arc::new(sqlite_reads::SqliteReads::new(path)));
+        let heads = owner.is_some().then(std::sync::Arc::default);
+        Ok(Self { pool, backend, heads, reads, _owner: owner })
     }
 
     /// SQLite: how many reads ran in place on the request's thread, and how many were handed

@@ -15,8 +15,7 @@
 //! thread for as long as those reads take, like any file read: the database of an embedded
 //! catalog is small and its pages are normally in the operating system's cache.
 
-use std::path::PathBuf;
-use std::str::FromStr;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -54,24 +53,10 @@ pub(crate) struct SqliteReads {
 }
 
 impl SqliteReads {
-    /// For the database file a `sqlite:` URL names; `None` for an in-memory database, which
-    /// other connections cannot open.
-    pub(crate) fn for_url(url: &str) -> Option<Self> {
-        if url.contains("mode=memory") {
-            return None;
-        }
-        let options = sqlx::sqlite::SqliteConnectOptions::from_str(url).ok()?;
-        let path = options.get_filename();
-        let name = path.to_str()?;
-        if name.is_empty() || name == ":memory:" || name.starts_with("file:") {
-            return None;
-        }
-        Some(Self {
-            path: path.to_owned(),
-            idle: Mutex::default(),
-            done: AtomicU64::new(0),
-            handed_back: AtomicU64::new(0),
-        })
+    /// For the SQLite database file at `path` (see `Database::sqlite_file`: in-memory
+    /// databases cannot be opened by other connections).
+    pub(crate) fn new(path: &Path) -> Self {
+        Self { path: path.to_owned(), idle: Mutex::default(), done: AtomicU64::new(0), handed_back: AtomicU64::new(0) }
     }
 
     /// Runs `sql` for at most one row. `None`: the read could not be done here, ask sqlx.
@@ -149,21 +134,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_database_files_are_read_in_place() {
-        assert!(SqliteReads::for_url("sqlite::memory:").is_none());
-        assert!(SqliteReads::for_url("sqlite://shared.db?mode=memory&cache=shared").is_none());
-        let reads = SqliteReads::for_url("sqlite:///tmp/some/catalog.db?mode=rwc").expect("a file");
-        assert_eq!(reads.path, PathBuf::from("/tmp/some/catalog.db"));
-    }
-
-    #[test]
     fn reads_rows_and_reuses_its_connection() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("catalog.db");
         let writer = Connection::open(&path).unwrap();
         writer.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (k TEXT PRIMARY KEY, v TEXT)").unwrap();
         writer.execute("INSERT INTO t VALUES ('a', 'one')", []).unwrap();
-        let reads = SqliteReads::for_url(&format!("sqlite://{}", path.display())).unwrap();
+        let reads = SqliteReads::new(&path);
         let get = |key: &str| reads.query_row("SELECT v FROM t WHERE k = $1", [key], |row| row.get::<_, String>(0));
         assert_eq!(get("a"), Some(Some("one".to_owned())));
         assert_eq!(get("b"), Some(None));
@@ -181,7 +158,7 @@ mod tests {
     #[test]
     fn anything_it_cannot_do_is_left_to_the_pool() {
         let dir = tempfile::tempdir().unwrap();
-        let reads = SqliteReads::for_url(&format!("sqlite://{}", dir.path().join("missing.db").display())).unwrap();
+        let reads = SqliteReads::new(&dir.path().join("missing.db"));
         assert_eq!(reads.query_row("SELECT 1", [], |row| row.get::<_, i64>(0)), None);
         assert!(!dir.path().join("missing.db").exists(), "a read must not create the database");
         assert_eq!(reads.counts(), (0, 1));

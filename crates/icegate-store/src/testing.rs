@@ -51,7 +51,7 @@ impl TestDatabase {
                 let dir = tempfile::tempdir().expect("temporary directory");
                 let url = format!("sqlite://{}?mode=rwc", dir.path().join("catalog.db").display());
                 // As `icegate serve` runs it: the test owns its database, so heads stay in memory.
-                let store = SqlStore::connect_lazy(&options(&url)).expect("sqlite store").with_exclusive_heads();
+                let store = SqlStore::connect_owned(&options(&url)).expect("sqlite store");
                 Self { store, url, cleanup: Cleanup::Sqlite(dir) }
             }
             TestBackend::Postgres => {

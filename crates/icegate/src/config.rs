@@ -4,7 +4,7 @@
 //! `docs/configuration.md`; keep the two in step.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -368,7 +368,7 @@ impl Config {
             bail!("invalid configuration: auth.bootstrap_client_secret must be at least 16 characters");
         }
         if let Some(url) = &self.database.url {
-            icegate_store::Backend::from_url(url).context("invalid configuration: database.url")?;
+            icegate_store::Database::parse(url).context("invalid configuration: database.url")?;
         }
         if let Some(name) = &self.catalog.default_warehouse {
             icegate_catalog::WarehouseName::parse(name)
@@ -405,12 +405,6 @@ impl Config {
     pub fn uses_embedded_database(&self) -> bool {
         self.database.url.is_none()
     }
-}
-
-/// The directory a `sqlite://` URL's file lives in, so it can be created before connecting.
-pub fn sqlite_parent(url: &str) -> Option<&Path> {
-    let path = url.strip_prefix("sqlite://")?.split('?').next()?;
-    Path::new(path).parent()
 }
 
 #[cfg(test)]

@@ -83,21 +83,17 @@ fn init_logging(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn open_store(config: &Config) -> anyhow::Result<SqlStore> {
-    let url = config.database_url();
-    if let Some(dir) = url.starts_with("sqlite://").then(|| config::sqlite_parent(&url)).flatten() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    SqlStore::connect_lazy(&StoreOptions {
-        url,
+fn store_options(config: &Config) -> StoreOptions {
+    StoreOptions {
+        url: config.database_url(),
         max_connections: config.database.max_connections,
         acquire_timeout: config.database.acquire_timeout,
-    })
+    }
 }
 
 async fn migrate(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
-    let store = open_store(&config).await?;
+    let store = SqlStore::connect_lazy(&store_options(&config))?;
     store.migrate().await?;
     println!("icegate: migrations applied ({})", store.backend());
     store.close().await;
@@ -106,7 +102,7 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
 
 async fn bootstrap(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
-    let store = open_store(&config).await?;
+    let store = SqlStore::connect_lazy(&store_options(&config))?;
     if config.database.run_migrations {
         store.migrate().await?;
     }
@@ -152,39 +148,10 @@ async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security>
     })
 }
 
-/// `icegate serve` on a SQLite file owns it: an exclusive lock on `<database>.owner` (released
-/// when the process ends, however it ends) refuses a second server on the same file. That makes
-/// it safe to keep table heads in memory (SQLite has no replicas; PostgreSQL is for those).
-/// `None` for PostgreSQL and in-memory SQLite.
-fn sqlite_owner_lock(url: &str) -> anyhow::Result<Option<std::fs::File>> {
-    let Some(rest) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) else { return Ok(None) };
-    let path = rest.split('?').next().unwrap_or_default();
-    if path.is_empty() || path == ":memory:" || url.contains("mode=memory") {
-        return Ok(None);
-    }
-    let lock_path = format!("{path}.owner");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {lock_path}"))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "another icegate serve is using the SQLite database {path} (it holds {lock_path}); one server per \
-             SQLite file: stop the other one, or use PostgreSQL (database.url) to run replicas"
-        ),
-        Err(std::fs::TryLockError::Error(err)) => Err(err).with_context(|| format!("locking {lock_path}")),
-    }
-}
-
 async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
-    let store = open_store(&config).await?;
-    // Held (open and locked) until serve returns.
-    let owner = sqlite_owner_lock(&config.database_url())?;
-    let store = if owner.is_some() { store.with_exclusive_heads() } else { store };
+    // `serve` owns a SQLite file (one server per file; table heads kept in memory).
+    let store = SqlStore::connect_owned(&store_options(&config))?;
     if config.database.run_migrations {
         store.migrate().await?;
     }
