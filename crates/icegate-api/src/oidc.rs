@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use icegate_catalog::access::{AccessStore, Caller};
+use icegate_catalog::cache::TtlCache;
 use icegate_catalog::{CatalogError, Result};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{DecodingKey, Validation};
@@ -87,7 +88,9 @@ pub struct OidcVerifier {
     access: Arc<dyn AccessStore>,
     leeway: Duration,
     /// token -> (caller, when the token expires)
-    verified: Mutex<HashMap<String, (Caller, Instant)>>,
+    /// Verified identities by SHA-256 of the token (tokens themselves are not kept), until the
+    /// token expires (see `icegate_catalog::cache`).
+    verified: TtlCache<[u8; 32], (Caller, Instant)>,
     /// Counts provisionings (which may change role memberships from the roles claim).
     provisioned: std::sync::atomic::AtomicU64,
 }
@@ -109,7 +112,14 @@ impl OidcVerifier {
             .map(|config| Issuer { config, keys: RwLock::new(HashMap::new()), last_fetch: Mutex::new(None) })
             .collect();
         let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("an HTTP client");
-        Self { issuers, http, access, leeway, verified: Mutex::new(HashMap::new()), provisioned: Default::default() }
+        Self {
+            issuers,
+            http,
+            access,
+            leeway,
+            verified: TtlCache::new(CACHE_LIMIT, None),
+            provisioned: Default::default(),
+        }
     }
 
     /// The issuer a token claims to come from, if it is one of ours (read before verifying, only
@@ -126,10 +136,8 @@ impl OidcVerifier {
     /// `None` when the token is not from a configured issuer (it may be one of icegate's own).
     pub async fn verify(&self, token: &str) -> Option<Result<Caller>> {
         let issuer = self.issuer_of(token)?;
-        if let Some((caller, expires)) = self.verified.lock().await.get(token)
-            && *expires > Instant::now()
-        {
-            return Some(Ok(caller.clone()));
+        if let Some((caller, _)) = self.verified.get(&digest(token), |(_, expires)| *expires > Instant::now()) {
+            return Some(Ok(caller));
         }
         Some(self.verify_with(issuer, token).await)
     }
@@ -181,11 +189,8 @@ impl OidcVerifier {
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             )
         });
-        let mut verified = self.verified.lock().await;
-        if verified.len() >= CACHE_LIMIT {
-            verified.clear();
-        }
-        verified.insert(token.to_owned(), (caller.clone(), Instant::now() + Duration::from_secs(expires_in)));
+        let until = Instant::now() + Duration::from_secs(expires_in);
+        self.verified.offer(self.verified.generation(), digest(token), (caller.clone(), until), Instant::now());
         Ok(caller)
     }
 
@@ -259,4 +264,9 @@ impl OidcVerifier {
         tracing::info!(issuer = %config.issuer, keys = keys.len(), "fetched signing keys");
         Ok(keys)
     }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
 }

@@ -4,6 +4,7 @@
 //! object lets its holder `describe` the object's ancestors, so callers can navigate to what
 //! they may use. An object the caller cannot describe is answered exactly like a missing one.
 
+use crate::cache::TtlCache;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -339,91 +340,66 @@ impl Visibility {
 /// ([`Authorizer::invalidate`]); other replicas see such a change within the TTL.
 pub struct Authorizer {
     access: std::sync::Arc<dyn AccessStore>,
-    ttl: std::time::Duration,
-    cache: std::sync::RwLock<std::collections::HashMap<(String, Target), (Holdings, std::time::Instant)>>,
-    /// Bumped by every invalidation: a lookup that started before one does not cache its answer.
-    generation: std::sync::atomic::AtomicU64,
-    /// Principals found to exist, and when (same TTL and invalidation as holdings).
-    active: std::sync::RwLock<std::collections::HashMap<String, std::time::Instant>>,
+    /// What a principal holds on a target (see [`crate::cache`]; built by `with_cache_ttl`).
+    cache: Option<TtlCache<(String, Target), Holdings>>,
+    /// Principals found to exist (same TTL and invalidation as holdings).
+    active: Option<TtlCache<String, ()>>,
 }
 
-/// Entries beyond this clear the cache (it refills with what is in use).
+/// Holdings (and principals) kept at most.
 const MAX_CACHED_HOLDINGS: usize = 100_000;
 
 impl Authorizer {
     pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
-        Self {
-            access,
-            ttl: std::time::Duration::ZERO,
-            cache: Default::default(),
-            generation: Default::default(),
-            active: Default::default(),
-        }
+        Self { access, cache: None, active: None }
     }
 
     /// Caches holdings for `ttl` (zero: no cache).
     pub fn with_cache_ttl(mut self, ttl: std::time::Duration) -> Self {
-        self.ttl = ttl;
+        let cached = !ttl.is_zero();
+        self.cache = cached.then(|| TtlCache::new(MAX_CACHED_HOLDINGS, Some(ttl)));
+        self.active = cached.then(|| TtlCache::new(MAX_CACHED_HOLDINGS, Some(ttl)));
         self
     }
 
     /// Forgets every cached decision (after any change to principals, roles or grants).
     pub fn invalidate(&self) {
-        let mut cache = self.cache.write().expect("authorization cache");
-        self.generation.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        cache.clear();
-        self.active.write().expect("principal cache").clear();
+        if let Some(cache) = &self.cache {
+            cache.clear();
+        }
+        if let Some(active) = &self.active {
+            active.clear();
+        }
     }
 
     /// Whether the principal behind a verified token still exists. A deleted principal's
     /// tokens stop working at once on this replica (deletes invalidate) and within the TTL on
     /// others.
     pub async fn principal_active(&self, id: &str) -> Result<bool, CatalogError> {
-        if !self.ttl.is_zero()
-            && let Some(at) = self.active.read().expect("principal cache").get(id)
-            && at.elapsed() < self.ttl
-        {
+        let Some(active) = &self.active else { return self.access.principal_exists(id).await };
+        if active.get(id, |_| true).is_some() {
             return Ok(true);
         }
-        let started = std::time::Instant::now();
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let (generation, read_at) = (active.generation(), std::time::Instant::now());
         let exists = self.access.principal_exists(id).await?;
-        if exists && !self.ttl.is_zero() {
-            let mut active = self.active.write().expect("principal cache");
-            if self.generation.load(std::sync::atomic::Ordering::SeqCst) == generation {
-                if active.len() >= MAX_CACHED_HOLDINGS {
-                    active.clear();
-                }
-                active.insert(id.to_owned(), started);
-            }
+        if exists {
+            active.offer(generation, id.to_owned(), (), read_at);
         }
         Ok(exists)
     }
 
     async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
-        let key = (principal.to_owned(), target.clone());
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
+        let key = (principal.to_owned(), target.clone());
         // A cached answer holds for the TTL, and never past the expiry of a grant behind it.
-        if !self.ttl.is_zero()
-            && let Some((holdings, at)) = self.cache.read().expect("authorization cache").get(&key)
-            && at.elapsed() < self.ttl
-            && holdings.expires_at_ms.is_none_or(|expiry| now < expiry)
-        {
-            return Ok(holdings.clone());
+        if let Some(holdings) = cache.get(&key, |h| h.expires_at_ms.is_none_or(|expiry| now < expiry)) {
+            return Ok(holdings);
         }
-        let started = std::time::Instant::now();
-        let generation = self.generation.load(std::sync::atomic::Ordering::SeqCst);
+        let (generation, read_at) = (cache.generation(), std::time::Instant::now());
         let holdings = self.access.holdings(principal, target, now).await?;
-        if !self.ttl.is_zero() {
-            let mut cache = self.cache.write().expect("authorization cache");
-            if self.generation.load(std::sync::atomic::Ordering::SeqCst) == generation {
-                if cache.len() >= MAX_CACHED_HOLDINGS {
-                    cache.clear();
-                }
-                cache.insert(key, (holdings.clone(), started));
-            }
-        }
+        cache.offer(generation, key, holdings.clone(), read_at);
         Ok(holdings)
     }
 

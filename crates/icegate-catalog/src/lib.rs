@@ -1,11 +1,15 @@
 //! icegate's domain: identifiers parsed at the edge, the catalog services that HTTP handlers
 //! call, and the store traits that `icegate-store` implements.
 //!
-//! Nothing here knows about HTTP or SQL: handlers translate requests into these types, the
-//! services decide, and the store persists.
+//! Nothing here knows about SQL, and of HTTP only what the Iceberg REST protocol makes part of
+//! an operation's meaning: a loaded table's ETag (the spec's `If-None-Match` contract), the
+//! catalog's base URL (vended credentials name their refresh endpoint), and an idempotency
+//! key's operation (`"<METHOD> <path>"`, which a reused key must match). Handlers translate
+//! requests into these types, the services decide, and the store persists.
 
 pub mod access;
 pub mod auth;
+pub mod cache;
 pub mod context;
 pub mod error;
 pub mod files;

@@ -1,6 +1,7 @@
 //! The catalog service: what the HTTP handlers call. It parses raw request values into domain
 //! types, resolves the warehouse behind a URL prefix and asks the store, one transaction per call.
 
+use crate::cache::TtlCache;
 use std::sync::Arc;
 
 use crate::context::RequestContext;
@@ -26,6 +27,9 @@ pub struct Listing<T> {
 /// be seen here for at most this long (requests into it then fail at the store, as for a
 /// missing warehouse).
 const WAREHOUSE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+const MAX_CACHED_WAREHOUSES: usize = 10_000;
+/// One entry per table recently loaded with credentials or signing (a few hundred bytes each).
+const MAX_CACHED_LOCATIONS: usize = 100_000;
 
 #[derive(Clone)]
 pub struct Catalog {
@@ -34,10 +38,11 @@ pub struct Catalog {
     default_warehouse: Option<WarehouseName>,
     cipher: SecretCipher,
     vendor: Option<Arc<dyn CredentialVendor>>,
-    warehouses: Arc<std::sync::RwLock<std::collections::HashMap<String, (Warehouse, std::time::Instant)>>>,
+    /// Warehouses by `/v1` prefix, for [`WAREHOUSE_CACHE_TTL`] (see [`crate::cache`]).
+    warehouses: Arc<TtlCache<String, Warehouse>>,
     /// Table locations by metadata file: a metadata file never changes, so entries never go
-    /// stale (the map is only bounded).
-    locations: Arc<std::sync::RwLock<std::collections::HashMap<String, crate::storage::TableLocations>>>,
+    /// stale (the cache is only bounded).
+    locations: Arc<TtlCache<String, crate::storage::TableLocations>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
@@ -61,8 +66,8 @@ impl Catalog {
             default_warehouse,
             cipher: SecretCipher::unconfigured(),
             vendor: None,
-            warehouses: Arc::default(),
-            locations: Arc::default(),
+            warehouses: Arc::new(TtlCache::new(MAX_CACHED_WAREHOUSES, Some(WAREHOUSE_CACHE_TTL))),
+            locations: Arc::new(TtlCache::new(MAX_CACHED_LOCATIONS, None)),
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             allowed_endpoints: Arc::default(),
@@ -129,18 +134,15 @@ impl Catalog {
     /// once per metadata file: the recorded set changes only with a commit, which makes a new one.
     pub async fn table_locations(&self, result: &crate::tables::TableResult) -> Result<crate::storage::TableLocations> {
         let (Some(file), Some(id)) = (&result.metadata_location, &result.id) else { return result.locations() };
-        if let Some(found) = self.locations.read().expect("locations cache").get(file) {
-            return Ok(found.clone());
+        if let Some(found) = self.locations.get(file, |_| true) {
+            return Ok(found);
         }
+        let (generation, read_at) = (self.locations.generation(), std::time::Instant::now());
         let recorded = self.store.recorded_locations(id).await?;
         let locations = crate::storage::TableLocations::new(
             recorded.into_iter().chain(result.locations()?.as_slice().iter().cloned()),
         );
-        let mut cache = self.locations.write().expect("locations cache");
-        if cache.len() >= 100_000 {
-            cache.clear();
-        }
-        cache.insert(file.clone(), locations.clone());
+        self.locations.offer(generation, file.clone(), locations.clone(), read_at);
         Ok(locations)
     }
 
@@ -198,18 +200,13 @@ impl Catalog {
 
     /// The warehouse behind a `/v1/{prefix}` URL.
     pub async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
-        if let Some((warehouse, at)) = self.warehouses.read().expect("warehouse cache").get(prefix)
-            && at.elapsed() < WAREHOUSE_CACHE_TTL
-        {
-            return Ok(warehouse.clone());
+        if let Some(warehouse) = self.warehouses.get(prefix, |_| true) {
+            return Ok(warehouse);
         }
+        let (generation, read_at) = (self.warehouses.generation(), std::time::Instant::now());
         let warehouse =
             self.store.warehouse_by_id(prefix).await?.ok_or_else(|| CatalogError::no_such_warehouse(prefix))?;
-        let mut cache = self.warehouses.write().expect("warehouse cache");
-        if cache.len() > 10_000 {
-            cache.clear();
-        }
-        cache.insert(prefix.to_owned(), (warehouse.clone(), std::time::Instant::now()));
+        self.warehouses.offer(generation, prefix.to_owned(), warehouse.clone(), read_at);
         Ok(warehouse)
     }
 
@@ -243,7 +240,7 @@ impl Catalog {
         self.authorize_profile(ctx, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
         let updated = self.store.update_storage_profile(&existing.name, &profile).await?;
-        self.warehouses.write().expect("warehouse cache").retain(|_, (w, _)| w.name != updated.name);
+        self.warehouses.retain(|_, w| w.name != updated.name);
         Ok(updated)
     }
 
@@ -259,7 +256,7 @@ impl Catalog {
     pub async fn delete_warehouse(&self, name: &str) -> Result<()> {
         let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
         self.store.delete_warehouse(&name).await?;
-        self.warehouses.write().expect("warehouse cache").retain(|_, (w, _)| w.name != name);
+        self.warehouses.retain(|_, w| w.name != name);
         Ok(())
     }
 
