@@ -10,6 +10,7 @@
 pub mod access;
 pub mod auth;
 pub mod cache;
+mod commit;
 pub mod context;
 pub mod error;
 pub mod files;

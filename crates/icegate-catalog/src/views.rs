@@ -1,7 +1,7 @@
 //! Views: create, load, replace (commit), drop, rename, register, list.
 //!
-//! View metadata semantics come from the `iceberg` crate's `ViewMetadataBuilder`; commits use
-//! the same write-then-compare-and-swap as tables.
+//! View metadata semantics come from the `iceberg` crate's `ViewMetadataBuilder`; commits go
+//! through the commit engine shared with tables ([`crate::commit`]).
 
 use std::collections::HashMap;
 
@@ -9,14 +9,13 @@ use iceberg::ViewUpdate;
 use iceberg::spec::{Schema, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder, ViewVersion};
 use serde::{Deserialize, Serialize};
 
+use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::validate_name;
 use crate::service::{Catalog, Listing};
-use crate::store::{MetadataSwap, NewTabular, SwapOutcome, Tabular, TabularKind, Warehouse};
+use crate::store::{MetadataSwap, NewTabular, Tabular, TabularKind, Warehouse};
 use crate::tables::{TableIdent, location_inside};
-
-const MAX_COMMIT_ATTEMPTS: usize = 16;
 
 /// The one view requirement of the spec.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,8 +221,9 @@ impl Catalog {
         self.insert_view(&warehouse, &view, &location, metadata_location, to_json(&metadata)?, false).await
     }
 
-    /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer;
-    /// re-applies on a lost race while the requirements still hold.
+    /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer
+    /// (the commit engine shared with tables); re-applies on a lost race while the
+    /// requirements still hold.
     pub async fn replace_view(
         &self,
         ctx: &RequestContext,
@@ -233,27 +233,40 @@ impl Catalog {
         updates: Vec<ViewUpdate>,
     ) -> Result<ViewResult> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let (catalog, ctx) = (self.clone(), ctx.clone());
-        // On its own task, so a cancelled request cannot stop it between file and swap.
-        crate::idempotency::detached(async move {
-            catalog.replace_view_in(&ctx, &warehouse, view, requirements, updates).await
-        })
-        .await?
+        let change = ViewChange { view, requirements, updates };
+        let mut results = self.run_commit(ctx, warehouse, ViewCommit, vec![change]).await?;
+        Ok(results.remove(0))
     }
+}
 
-    async fn replace_view_in(
+/// One view's requirements and updates.
+pub(crate) struct ViewChange {
+    view: TableIdent,
+    requirements: Vec<ViewRequirement>,
+    updates: Vec<ViewUpdate>,
+}
+
+/// View commits (replaceView).
+pub(crate) struct ViewCommit;
+
+impl MetadataKind for ViewCommit {
+    const KIND: TabularKind = TabularKind::View;
+    type Change = ViewChange;
+    type Extra = ViewResult;
+    type Output = ViewResult;
+
+    async fn stage(
         &self,
-        ctx: &RequestContext,
+        catalog: &Catalog,
+        _ctx: &RequestContext,
         warehouse: &Warehouse,
-        view: TableIdent,
-        requirements: Vec<ViewRequirement>,
-        updates: Vec<ViewUpdate>,
-    ) -> Result<ViewResult> {
-        let warehouse = warehouse.clone();
-        for attempt in 0..MAX_COMMIT_ATTEMPTS {
-            let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
+        changes: &[ViewChange],
+    ) -> Result<Staging<ViewResult, ViewResult>> {
+        let mut staged = Vec::with_capacity(changes.len());
+        for ViewChange { view, requirements, updates } in changes {
+            let row = catalog.load_view_row(warehouse, view).await?.ok_or_else(|| CatalogError::no_such_view(view))?;
             let base = parse_view(&row.metadata, "in the store")?;
-            for requirement in &requirements {
+            for requirement in requirements {
                 let ViewRequirement::AssertViewUuid { uuid } = requirement;
                 if *uuid != base.uuid() {
                     return Err(CatalogError::CommitFailed(format!(
@@ -269,49 +282,36 @@ impl Catalog {
             let metadata = builder.build()?.metadata;
             let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
             let metadata_json = to_json(&metadata)?;
-            self.check_size("document", metadata_json.len())?;
-            if location != row.location {
-                // A moved view: checked before its file is written, and again by the swap.
-                self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
-                self.store()
-                    .check_locations_free(&warehouse.id, std::slice::from_ref(&location), Some(&row.id))
-                    .await?;
-            }
+            catalog.check_size("document", metadata_json.len())?;
             let metadata_location = view_file_location(&metadata, Some(&row.metadata_location));
-            self.files().write_new(&warehouse, &metadata_location, metadata_json.clone().into_bytes()).await?;
-            let swap = MetadataSwap {
-                id: row.id,
-                warehouse_id: warehouse.id.clone(),
-                expected_metadata_location: row.metadata_location,
-                metadata_location: metadata_location.clone(),
-                metadata: metadata_json.clone(),
-                locations_changed: location != row.location,
-                extra_locations: Vec::new(),
-                location,
-            };
-            match self.store().swap_metadata(std::slice::from_ref(&swap)).await {
-                Ok(SwapOutcome::Applied) => return Ok(ViewResult { metadata_location, metadata_json }),
-                Ok(SwapOutcome::Conflict(_)) => {
-                    let _ = self.files().delete(&warehouse, &metadata_location).await;
-                    tracing::debug!(attempt, view = %view, "view commit lost a race; re-checking");
-                }
-                Err(err) => {
-                    // Whether the swap applied is learned from the row, as for tables.
-                    return match self.load_view_row(&warehouse, &view).await {
-                        Ok(Some(now)) if now.metadata_location == metadata_location => {
-                            Ok(ViewResult { metadata_location, metadata_json })
-                        }
-                        Ok(_) => {
-                            let _ = self.files().delete(&warehouse, &metadata_location).await;
-                            Err(err)
-                        }
-                        Err(_) => Err(CatalogError::CommitStateUnknown(
-                            "the metadata store failed while committing; reload the view before retrying".into(),
-                        )),
-                    };
-                }
-            }
+            let moved = location != row.location;
+            staged.push(Staged {
+                ident: view.clone(),
+                // A moved view: placement-checked before its file is written, and again by the swap.
+                new_locations: if moved { vec![location.clone()] } else { Vec::new() },
+                swap: Some(MetadataSwap {
+                    id: row.id,
+                    warehouse_id: warehouse.id.clone(),
+                    expected_metadata_location: row.metadata_location,
+                    metadata_location: metadata_location.clone(),
+                    metadata: metadata_json.clone(),
+                    locations_changed: moved,
+                    extra_locations: Vec::new(),
+                    location,
+                }),
+                extra: ViewResult { metadata_location, metadata_json },
+            });
         }
-        Err(CatalogError::CommitFailed("the view is being changed concurrently; retry".into()))
+        Ok(Staging::Swap(staged))
+    }
+
+    async fn applied(&self, _catalog: &Catalog, _warehouse: &Warehouse, staged: Staged<ViewResult>) -> ViewResult {
+        staged.extra
+    }
+
+    fn gave_up(&self) -> CatalogError {
+        CatalogError::CommitFailed(format!(
+            "gave up after {MAX_COMMIT_ATTEMPTS} attempts: the view is being changed concurrently; retry"
+        ))
     }
 }

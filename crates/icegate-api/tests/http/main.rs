@@ -3,6 +3,7 @@
 mod auth;
 mod common;
 mod config;
+mod faults;
 mod idempotency;
 mod layer;
 mod management;

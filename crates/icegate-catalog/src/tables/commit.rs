@@ -1,0 +1,324 @@
+//! Table commits (updateTable, commitTransaction) as a [`MetadataKind`] of the commit engine:
+//! reading a table's current state (from the metadata cache when it holds it), deciding on the
+//! tables found, checking requirements and applying updates with the `iceberg` crate, creating
+//! a table through its `assert-create` commit, and what follows a commit (caches, metadata-log
+//! clean-up).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::spec::{FormatVersion, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
+use iceberg::{TableRequirement, TableUpdate};
+
+use super::metadata_files::{
+    etag, extra_locations_of, is_metadata_file, location_inside, metadata_file_location, parse_stored, table_locations,
+    to_json,
+};
+use super::{PROPERTY_DELETE_AFTER_COMMIT, SnapshotMode, TableChange, TableIdent, TableResult};
+use crate::access::{Privilege, Target};
+use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::metadata_cache::Cached;
+use crate::service::Catalog;
+use crate::storage::TableLocations;
+use crate::store::{MetadataSwap, TabularHead, TabularKind, Warehouse};
+
+impl Catalog {
+    /// updateTable: one table's commit. It runs to completion on its own task even if the
+    /// request goes away, so no metadata file is left behind half way.
+    pub async fn commit_table(&self, ctx: &RequestContext, prefix: &str, change: TableChange) -> Result<TableResult> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let mut results = self.run_commit(ctx, warehouse, TableCommit { transaction: false }, vec![change]).await?;
+        Ok(results.remove(0))
+    }
+
+    /// commitTransaction: every table's changes, atomically.
+    pub async fn commit_transaction(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        changes: Vec<TableChange>,
+    ) -> Result<()> {
+        if changes.is_empty() {
+            return Err(CatalogError::bad_request("a transaction needs at least one table change"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for change in &changes {
+            if !seen.insert((change.table.namespace.clone(), change.table.name.clone())) {
+                return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
+            }
+        }
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        self.run_commit(ctx, warehouse, TableCommit { transaction: true }, changes).await.map(|_| ())
+    }
+
+    /// A table's current state, for a commit to build on: its head from the database and its
+    /// parsed metadata, from memory when a commit or load has seen that metadata file already.
+    async fn load_current(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Current>> {
+        let head =
+            self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
+        let Some(head) = head else { return Ok(None) };
+        let (head, document) = match self.metadata_cache().get(&head.metadata_location) {
+            Some(Cached { document, parsed: Some(metadata) }) => return Ok(Some(Current { head, document, metadata })),
+            // A load cached the document: parse it rather than read the row again.
+            Some(Cached { document, parsed: None }) => (head, document),
+            None => {
+                let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
+                let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
+                (head, Arc::from(row.metadata))
+            }
+        };
+        let metadata = Arc::new(parse_stored(&head.id, &document)?);
+        self.metadata_cache().insert(&head.metadata_location, &document, Some(&metadata));
+        Ok(Some(Current { head, document, metadata }))
+    }
+
+    /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
+    /// The first added schema, spec and sort order seed the metadata so their ids match what
+    /// the client staged (its data files may already reference them).
+    async fn create_from_updates(
+        &self,
+        ctx: &RequestContext,
+        warehouse: &Warehouse,
+        change: &TableChange,
+    ) -> Result<TableResult> {
+        for requirement in &change.requirements {
+            requirement.check(None)?;
+        }
+        let mut schema = None;
+        let mut spec = None;
+        let mut order = None;
+        let mut location = None;
+        let mut version = FormatVersion::V2;
+        for update in &change.updates {
+            match update {
+                TableUpdate::AddSchema { schema: s } if schema.is_none() => schema = Some(s.clone()),
+                TableUpdate::AddSpec { spec: s } if spec.is_none() => spec = Some(s.clone()),
+                TableUpdate::AddSortOrder { sort_order } if order.is_none() => order = Some(sort_order.clone()),
+                TableUpdate::SetLocation { location: l } => location = Some(l.clone()),
+                TableUpdate::UpgradeFormatVersion { format_version } => version = *format_version,
+                _ => {}
+            }
+        }
+        let schema = schema.ok_or_else(|| CatalogError::bad_request("creating a table needs an add-schema update"))?;
+        let location = match location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), &location)?,
+            None => Self::default_location(warehouse, &change.table),
+        };
+        let mut builder = TableMetadataBuilder::new(
+            schema,
+            spec.unwrap_or_else(|| UnboundPartitionSpec::builder().build()),
+            order.unwrap_or_else(SortOrder::unsorted_order),
+            location.clone(),
+            version,
+            HashMap::new(),
+        )?;
+        for update in change.updates.iter().cloned() {
+            builder = update.apply(builder)?;
+        }
+        let metadata = builder.build()?.metadata;
+        let (base, extra) = table_locations(warehouse, &metadata)?;
+        let all: Vec<String> = std::iter::once(base).chain(extra).collect();
+        self.check_placement(ctx, warehouse, &change.table.namespace, &all).await?;
+        let metadata_json = to_json(&metadata)?;
+        self.persist_new_table(warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
+            CatalogError::AlreadyExists(_) => {
+                CatalogError::CommitFailed(format!("{} was created concurrently (assert-create failed)", change.table))
+            }
+            other => other,
+        })
+    }
+
+    /// After a successful commit: remove metadata files that fell out of the metadata log when
+    /// `write.metadata.delete-after-commit.enabled` is set. The log is part of the table's
+    /// document, which a registration or a client wrote: only metadata files inside the
+    /// locations the catalog recorded for this table (and checked to be its alone) are deleted.
+    async fn expire_metadata_files(
+        &self,
+        warehouse: &Warehouse,
+        table: &TableIdent,
+        swap: &MetadataSwap,
+        expired: &[String],
+    ) {
+        let owned =
+            TableLocations::new(std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()));
+        for file in expired {
+            if owned.contains(file) && is_metadata_file(file) {
+                self.delete_quietly(warehouse, file).await;
+            } else {
+                tracing::warn!(%table, %file, "not deleting an expired metadata file outside the table's locations");
+            }
+        }
+    }
+
+    /// Checks requirements against the current metadata and applies the updates.
+    fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
+        let Current { head: row, document, metadata: base } = current;
+        let old_extra_locations = extra_locations_of(&row.location, &base);
+        for requirement in &change.requirements {
+            requirement.check(Some(&base))?;
+        }
+        if change.updates.is_empty() {
+            let etag = etag(&row.metadata_location, SnapshotMode::All);
+            return Ok(Staged {
+                ident: change.table.clone(),
+                swap: None,
+                new_locations: Vec::new(),
+                extra: Extra {
+                    metadata: None,
+                    result: TableResult {
+                        id: Some(row.id),
+                        metadata_location: Some(row.metadata_location),
+                        metadata_json: document,
+                        etag,
+                        warehouse: warehouse.clone(),
+                    },
+                    expired: Vec::new(),
+                    delete_expired: false,
+                },
+            });
+        }
+        // The cached metadata is shared: the builder works on a copy of it.
+        let mut builder = TableMetadata::clone(&base).into_builder(Some(row.metadata_location.clone()));
+        for update in change.updates.iter().cloned() {
+            builder = update.apply(builder)?;
+        }
+        let built = builder.build()?;
+        let metadata = built.metadata;
+        let (location, extra_locations) = table_locations(warehouse, &metadata)?;
+        let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
+        let metadata_json = to_json(&metadata)?;
+        self.check_size("document", metadata_json.len())?;
+        let delete_expired =
+            metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let had = TableLocations::new(std::iter::once(row.location.clone()).chain(old_extra_locations.iter().cloned()));
+        let new_locations: Vec<String> = std::iter::once(&location)
+            .chain(&extra_locations)
+            .filter(|l| !had.as_slice().contains(*l) && !had.contains(l))
+            .cloned()
+            .collect();
+        Ok(Staged {
+            ident: change.table.clone(),
+            new_locations,
+            swap: Some(MetadataSwap {
+                id: row.id.clone(),
+                warehouse_id: warehouse.id.clone(),
+                expected_metadata_location: row.metadata_location,
+                metadata_location: metadata_location.clone(),
+                metadata: metadata_json.clone(),
+                locations_changed: location != row.location || extra_locations != old_extra_locations,
+                location,
+                extra_locations,
+            }),
+            extra: Extra {
+                metadata: Some(Arc::new(metadata)),
+                result: TableResult {
+                    id: Some(row.id),
+                    etag: etag(&metadata_location, SnapshotMode::All),
+                    metadata_location: Some(metadata_location),
+                    metadata_json: metadata_json.into(),
+                    warehouse: warehouse.clone(),
+                },
+                expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
+                delete_expired,
+            },
+        })
+    }
+}
+
+/// Table commits; `transaction` for commitTransaction (which cannot create tables).
+pub(crate) struct TableCommit {
+    transaction: bool,
+}
+
+/// What a table's commit keeps for after its swap.
+pub(crate) struct Extra {
+    /// The new metadata, parsed (with a swap).
+    metadata: Option<Arc<TableMetadata>>,
+    result: TableResult,
+    /// Metadata files that fell out of the log, and whether to delete them.
+    expired: Vec<String>,
+    delete_expired: bool,
+}
+
+/// A table's current state, as a commit reads it.
+struct Current {
+    head: TabularHead,
+    document: Arc<str>,
+    metadata: Arc<TableMetadata>,
+}
+
+impl MetadataKind for TableCommit {
+    const KIND: TabularKind = TabularKind::Table;
+    type Change = TableChange;
+    type Extra = Extra;
+    type Output = TableResult;
+
+    /// What a commit needs is decided here, on the tables it finds: `write` on each existing
+    /// table, and `create` in the namespace when a change creates one.
+    async fn stage(
+        &self,
+        catalog: &Catalog,
+        ctx: &RequestContext,
+        warehouse: &Warehouse,
+        changes: &[TableChange],
+    ) -> Result<Staging<Extra, TableResult>> {
+        let mut staged = Vec::with_capacity(changes.len());
+        for change in changes {
+            let current = catalog.load_current(warehouse, &change.table).await?;
+            let target = Target::Tabular {
+                warehouse_id: warehouse.id.clone(),
+                namespace: change.table.namespace.clone(),
+                name: change.table.name.clone(),
+                kind: TabularKind::Table,
+            };
+            match current {
+                None => {
+                    // A table the caller may not see is answered like a missing one, before
+                    // anything else is said about it.
+                    ctx.require(&target, Privilege::Describe, || CatalogError::no_such_table(&change.table)).await?;
+                    if !change.requirements.contains(&TableRequirement::NotExist) {
+                        return Err(CatalogError::no_such_table(&change.table));
+                    }
+                    if self.transaction {
+                        return Err(CatalogError::bad_request(
+                            "creating a table (assert-create) inside commitTransaction is not supported; \
+                             commit the create on its own first",
+                        ));
+                    }
+                    let namespace = &change.table.namespace;
+                    let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: namespace.clone() };
+                    ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(namespace)).await?;
+                    // Only outside a transaction, so this is the commit's one change.
+                    return Ok(Staging::Done(vec![catalog.create_from_updates(ctx, warehouse, change).await?]));
+                }
+                Some(current) => {
+                    ctx.require(&target, Privilege::Write, || CatalogError::no_such_table(&change.table)).await?;
+                    staged.push(catalog.stage_change(warehouse, change, current)?);
+                }
+            }
+        }
+        Ok(Staging::Swap(staged))
+    }
+
+    async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
+        let Staged { ident, swap, extra, .. } = staged;
+        if let (Some(parsed), Some(location)) = (&extra.metadata, &extra.result.metadata_location) {
+            catalog.metadata_cache().insert(location, &extra.result.metadata_json, Some(parsed));
+        }
+        if let Some(swap) = &swap {
+            catalog.metadata_cache().forget(&swap.expected_metadata_location);
+            if extra.delete_expired {
+                catalog.expire_metadata_files(warehouse, &ident, swap, &extra.expired).await;
+            }
+        }
+        extra.result
+    }
+
+    fn gave_up(&self) -> CatalogError {
+        CatalogError::CommitFailed(format!(
+            "gave up after {MAX_COMMIT_ATTEMPTS} attempts: the table is being changed concurrently; retry"
+        ))
+    }
+}

@@ -1,0 +1,124 @@
+//! createTable and stage-create: version 0 of a table's metadata, its file and its row.
+
+use iceberg::spec::{FormatVersion, TableMetadata, TableMetadataBuilder};
+
+use super::metadata_files::{etag, location_inside, metadata_file_location, table_locations, to_json};
+use super::{CreateTable, PROPERTY_FORMAT_VERSION, SnapshotMode, TableIdent, TableResult};
+use crate::commit::not_committed;
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::service::Catalog;
+use crate::store::{NewTabular, TabularKind, Warehouse};
+
+impl Catalog {
+    /// createTable, or stage-create when `request.stage_create`.
+    pub async fn create_table(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        request: CreateTable,
+    ) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, &request.name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        if !self.store().namespace_exists(&warehouse.id, &table.namespace).await? {
+            return Err(CatalogError::no_such_namespace(&table.namespace));
+        }
+        let location = match &request.location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
+            None => Self::default_location(&warehouse, &table),
+        };
+        let mut properties = request.properties;
+        let format_version = match properties.remove(PROPERTY_FORMAT_VERSION).as_deref() {
+            None => FormatVersion::V2,
+            Some("1") => FormatVersion::V1,
+            Some("2") => FormatVersion::V2,
+            Some("3") => FormatVersion::V3,
+            Some(other) => return Err(CatalogError::bad_request(format!("unsupported format-version {other}"))),
+        };
+        let creation = iceberg::TableCreation::builder()
+            .name(table.name.clone())
+            .location(location.clone())
+            .schema(request.schema)
+            .partition_spec_opt(request.partition_spec)
+            .sort_order_opt(request.write_order)
+            .properties(properties)
+            .format_version(format_version)
+            .build();
+        let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+        let metadata_json = to_json(&metadata)?;
+        let (base, extra) = table_locations(&warehouse, &metadata)?;
+        let all: Vec<String> = std::iter::once(base).chain(extra).collect();
+        self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
+        if request.stage_create {
+            // Nothing is stored yet, but the client is handed credentials for the table's
+            // locations: they must pass every rule a create does, before anything is vended.
+            // The commit that creates the table checks them again, atomically with its insert.
+            self.store().check_locations_free(&warehouse.id, &all, None).await?;
+            let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
+            return Ok(TableResult {
+                id: None,
+                metadata_location: None,
+                metadata_json: metadata_json.into(),
+                etag,
+                warehouse,
+            });
+        }
+        let catalog = self.clone();
+        crate::idempotency::detached(async move {
+            catalog.persist_new_table(&warehouse, &table, &metadata, metadata_json).await
+        })
+        .await?
+    }
+
+    /// Writes version 0 of a new table's metadata and inserts its row; the file goes again if
+    /// the insert fails.
+    pub(crate) async fn persist_new_table(
+        &self,
+        warehouse: &Warehouse,
+        table: &TableIdent,
+        metadata: &TableMetadata,
+        metadata_json: String,
+    ) -> Result<TableResult> {
+        let (location, extra_locations) = table_locations(warehouse, metadata)?;
+        self.check_size("document", metadata_json.len())?;
+        // Before the file is written: no file lands in another table's directory.
+        let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
+        self.store().check_locations_free(&warehouse.id, &all, None).await?;
+        let metadata_location = metadata_file_location(metadata, None);
+        if let Err(err) =
+            self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await
+        {
+            self.delete_in_background(warehouse, vec![metadata_location]);
+            return Err(not_committed(err));
+        }
+        let created = self
+            .store()
+            .create_tabular(&NewTabular {
+                warehouse_id: &warehouse.id,
+                namespace: &table.namespace,
+                name: &table.name,
+                kind: TabularKind::Table,
+                location: &location,
+                extra_locations: &extra_locations,
+                metadata_location: &metadata_location,
+                metadata: &metadata_json,
+            })
+            .await;
+        let id = match created {
+            Ok(id) => id,
+            Err(err) => {
+                self.delete_quietly(warehouse, &metadata_location).await;
+                return Err(err);
+            }
+        };
+        let etag = etag(&metadata_location, SnapshotMode::All);
+        Ok(TableResult {
+            id: Some(id),
+            metadata_json: self.remember(&metadata_location, metadata_json),
+            metadata_location: Some(metadata_location),
+            etag,
+            warehouse: warehouse.clone(),
+        })
+    }
+}

@@ -1,0 +1,36 @@
+//! dropTable, and purge: exactly the locations the catalog recorded for the table.
+
+use super::TableIdent;
+use crate::error::{CatalogError, Result};
+use crate::service::Catalog;
+use crate::storage::TableLocations;
+use crate::store::TabularKind;
+
+impl Catalog {
+    /// dropTable; with `purge`, every file below the table's location goes too (and nothing
+    /// outside it).
+    pub async fn drop_table(&self, prefix: &str, namespace: &str, name: &str, purge: bool) -> Result<()> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let dropped = self
+            .store()
+            .drop_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        if purge {
+            // Exactly the locations the catalog recorded for the table (each checked to be the
+            // table's alone when it was set), never paths read from its metadata or manifests:
+            // files a table references elsewhere are not its own to delete.
+            // The row is gone, so the table is dropped whatever happens next; a failed purge is
+            // logged (with the location) for an operator to finish, not reported as a failed drop.
+            let owned = std::iter::once(dropped.tabular.location.clone()).chain(dropped.extra_locations);
+            for location in TableLocations::new(owned).as_slice() {
+                match self.files().delete_prefix(&warehouse, location).await {
+                    Ok(count) => tracing::info!(table = %table, %location, files = count, "purged table files"),
+                    Err(err) => tracing::error!(table = %table, %location, error = ?err, "purge failed"),
+                }
+            }
+        }
+        Ok(())
+    }
+}

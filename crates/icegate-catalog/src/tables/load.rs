@@ -1,0 +1,123 @@
+//! loadTable, tableExists and listTables, and the cache policy of loads: the head from the
+//! store, the document from the metadata cache when it holds that file, the whole row in one
+//! query while most lookups miss.
+
+use std::sync::Arc;
+
+use super::TableIdent;
+use super::metadata_files::{etag, referenced_snapshots_only};
+use super::{SnapshotMode, TableResult};
+use crate::error::{CatalogError, Result};
+use crate::ident::NamespaceIdent;
+use crate::pagination::{encode_token, page_request};
+use crate::service::{Catalog, Listing};
+use crate::store::{Tabular, TabularKind, Warehouse};
+
+impl Catalog {
+    pub(crate) async fn load_row(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Tabular>> {
+        self.store().load_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await
+    }
+
+    /// loadTable. Reads the database only: the metadata JSON is kept beside its location.
+    pub async fn load_table(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        mode: SnapshotMode,
+    ) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (id, metadata_location, document) = if self.metadata_cache().mostly_misses() {
+            // Loads spread over more tables than the cache holds (or no cache): one query for
+            // the whole row beats a head query followed by a row query.
+            let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+            let cache = self.metadata_cache();
+            cache.observe(&row.metadata_location);
+            let document: Arc<str> = row.metadata.into();
+            if cache.admit() {
+                cache.insert(&row.metadata_location, &document, None);
+            }
+            (row.id, row.metadata_location, document)
+        } else {
+            self.load_document(&warehouse, &table).await?
+        };
+        let etag = etag(&metadata_location, mode);
+        let metadata_json = match mode {
+            SnapshotMode::All => document,
+            SnapshotMode::Refs => referenced_snapshots_only(&document)?.into(),
+        };
+        Ok(TableResult { id: Some(id), metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
+    }
+
+    /// The current metadata location and document: the head from the store, the document from
+    /// the cache when it holds that file.
+    pub(crate) async fn load_document(
+        &self,
+        warehouse: &Warehouse,
+        table: &TableIdent,
+    ) -> Result<(String, String, Arc<str>)> {
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(table))?;
+        Ok(match self.metadata_cache().get(&head.metadata_location) {
+            Some(cached) => (head.id, head.metadata_location, cached.document),
+            None => {
+                // The row may have moved on since its head was read: what it holds now is
+                // consistent, and current.
+                let row = self.load_row(warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
+                let document = self.remember(&row.metadata_location, row.metadata);
+                (row.id, row.metadata_location, document)
+            }
+        })
+    }
+
+    /// Keeps the document of a committed metadata file for later loads.
+    pub(crate) fn remember(&self, metadata_location: &str, document: String) -> Arc<str> {
+        let document: Arc<str> = document.into();
+        self.metadata_cache().insert(metadata_location, &document, None);
+        document
+    }
+
+    pub async fn table_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
+            Some(_) => Ok(()),
+            None => Err(CatalogError::no_such_table(&table)),
+        }
+    }
+
+    pub async fn list_tables(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+        visible_to: Option<&str>,
+    ) -> Result<Listing<TableIdent>> {
+        self.list_tabulars(prefix, namespace, TabularKind::Table, page_token, page_size, visible_to).await
+    }
+
+    /// The tables or views of a namespace, one page.
+    pub(crate) async fn list_tabulars(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        kind: TabularKind,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+        visible_to: Option<&str>,
+    ) -> Result<Listing<TableIdent>> {
+        let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let page = page_request(page_token, page_size)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, kind, &page, visible_to).await?;
+        Ok(Listing {
+            items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
+            next_page_token: page.next_after.as_deref().map(encode_token),
+        })
+    }
+}

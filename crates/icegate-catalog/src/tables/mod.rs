@@ -1,0 +1,126 @@
+//! Tables: create (and stage-create), load, commit, drop (and purge), rename, register, list.
+//!
+//! Metadata semantics come from the `iceberg` crate (`TableMetadataBuilder`,
+//! `TableUpdate::apply`, `TableRequirement::check`). A commit writes the new metadata file first,
+//! then compare-and-swaps the table row (the engine in [`crate::commit`], shared with views);
+//! the loser of a race deletes its file and, when its requirements still hold against the
+//! winner's metadata, re-applies its updates (as the Java reference server does) or else gets
+//! 409.
+//!
+//! - `create`: createTable and stage-create, and where tables go (`placement`);
+//! - `load`: loadTable, exists, list, and the metadata cache policy of loads;
+//! - `commit`: updateTable and commitTransaction (also the create of an `assert-create` commit);
+//! - `register`, `drop`, `rename`: the rest of a table's life;
+//! - `metadata_files`: metadata file names, bounded reads, documents, ETags.
+
+mod commit;
+mod create;
+mod drop;
+mod load;
+mod metadata_files;
+mod placement;
+mod register;
+mod rename;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
+use iceberg::{TableRequirement, TableUpdate};
+
+use crate::error::{CatalogError, Result};
+use crate::ident::{NamespaceIdent, validate_name};
+use crate::storage::TableLocations;
+use crate::store::Warehouse;
+
+pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
+
+const PROPERTY_FORMAT_VERSION: &str = "format-version";
+const PROPERTY_METADATA_PATH: &str = "write.metadata.path";
+const PROPERTY_DATA_PATH: &str = "write.data.path";
+const PROPERTY_DELETE_AFTER_COMMIT: &str = "write.metadata.delete-after-commit.enabled";
+
+/// A table name within a namespace, validated for use in a storage path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableIdent {
+    pub namespace: NamespaceIdent,
+    pub name: String,
+}
+
+impl TableIdent {
+    pub fn parse(namespace: &str, name: &str) -> Result<Self> {
+        Self::new(NamespaceIdent::parse_encoded(namespace)?, name)
+    }
+
+    pub fn new(namespace: NamespaceIdent, name: &str) -> Result<Self> {
+        validate_name("table", name)?;
+        Ok(Self { namespace, name: name.to_owned() })
+    }
+}
+
+impl std::fmt::Display for TableIdent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// A createTable request, already deserialised into `iceberg` types.
+#[derive(Debug)]
+pub struct CreateTable {
+    pub name: String,
+    pub location: Option<String>,
+    pub schema: Schema,
+    pub partition_spec: Option<UnboundPartitionSpec>,
+    pub write_order: Option<SortOrder>,
+    pub properties: HashMap<String, String>,
+    pub stage_create: bool,
+}
+
+/// One table's requirements and updates in a commit.
+#[derive(Debug, Clone)]
+pub struct TableChange {
+    pub table: TableIdent,
+    pub requirements: Vec<TableRequirement>,
+    pub updates: Vec<TableUpdate>,
+}
+
+/// Which snapshots a loadTable response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    #[default]
+    All,
+    /// Only snapshots that a branch or tag references.
+    Refs,
+}
+
+/// A table as the REST API returns it.
+#[derive(Debug, Clone)]
+pub struct TableResult {
+    /// The table's id; `None` for a staged (not yet created) table.
+    pub id: Option<String>,
+    /// `None` for a staged (not yet created) table.
+    pub metadata_location: Option<String>,
+    /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
+    pub metadata_json: Arc<str>,
+    pub etag: String,
+    /// The warehouse the table lives in (for credential vending).
+    pub warehouse: Warehouse,
+}
+
+impl TableResult {
+    /// The table's locations, read from its metadata (base location, `write.data.path`,
+    /// `write.metadata.path`). Every commit validated them against the warehouse.
+    pub fn locations(&self) -> Result<TableLocations> {
+        #[derive(serde::Deserialize)]
+        struct Locations {
+            location: String,
+            #[serde(default)]
+            properties: HashMap<String, String>,
+        }
+        let parsed: Locations = serde_json::from_str(&self.metadata_json)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata lacks a location: {e}")))?;
+        Ok(TableLocations::new(std::iter::once(parsed.location).chain(
+            [PROPERTY_DATA_PATH, PROPERTY_METADATA_PATH].iter().filter_map(|k| parsed.properties.get(*k).cloned()),
+        )))
+    }
+}

@@ -1,0 +1,106 @@
+//! registerTable: adopting a metadata file that lies inside the table's own location, and
+//! with `overwrite` repointing an existing table at it.
+
+use super::metadata_files::{etag, location_inside, parse_metadata_file, table_locations, to_json};
+use super::{SnapshotMode, TableIdent, TableResult};
+use crate::access::{Privilege, Target};
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::service::Catalog;
+use crate::storage::TableLocations;
+use crate::store::{MetadataSwap, NewTabular, SwapOutcome, TabularKind};
+
+impl Catalog {
+    /// registerTable: adopts an existing metadata file; with `overwrite`, repoints an existing
+    /// table at it.
+    pub async fn register_table(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        metadata_location: &str,
+        overwrite: bool,
+    ) -> Result<TableResult> {
+        let table = TableIdent::parse(namespace, name)?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let root = warehouse.storage_root.as_str();
+        location_inside(root, metadata_location)?;
+        // Where the caller may place the table, before anything is read with the server's
+        // identity (what a file elsewhere holds, or whether it exists, is not the caller's to learn).
+        self.check_placement(ctx, &warehouse, &table.namespace, &[metadata_location.to_owned()]).await?;
+        let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
+        let metadata = parse_metadata_file(metadata_location, bytes, self.max_metadata_bytes())?;
+        let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
+        // The metadata file must be the table's own: a registration cannot make the catalog
+        // point at (and later clean up) a file in another table's directory.
+        let owned = TableLocations::new(std::iter::once(location.clone()).chain(extra_locations.iter().cloned()));
+        if !owned.contains(metadata_location) {
+            return Err(CatalogError::bad_request(format!(
+                "metadata file {metadata_location} must lie inside the table's location {location} \
+                 (or its write.metadata.path)"
+            )));
+        }
+        let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
+        self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
+        let metadata_json = to_json(&metadata)?;
+        self.check_size("document", metadata_json.len())?;
+        if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
+            // Replacing a table's metadata is replacing the table: `write` and `drop` on it.
+            let target = Target::Tabular {
+                warehouse_id: warehouse.id.clone(),
+                namespace: table.namespace.clone(),
+                name: table.name.clone(),
+                kind: TabularKind::Table,
+            };
+            for privilege in [Privilege::Write, Privilege::Drop] {
+                ctx.require(&target, privilege, || {
+                    CatalogError::AlreadyExists(format!("Table already exists: {table}"))
+                })
+                .await?;
+            }
+            let swap = MetadataSwap {
+                id: existing.id.clone(),
+                warehouse_id: warehouse.id.clone(),
+                expected_metadata_location: existing.metadata_location.clone(),
+                metadata_location: metadata_location.to_owned(),
+                metadata: metadata_json.clone(),
+                location: location.clone(),
+                extra_locations,
+                locations_changed: true,
+            };
+            return match self.store().swap_metadata(&[swap]).await? {
+                SwapOutcome::Applied => Ok(TableResult {
+                    id: Some(existing.id),
+                    metadata_location: Some(metadata_location.to_owned()),
+                    etag: etag(metadata_location, SnapshotMode::All),
+                    metadata_json: self.remember(metadata_location, metadata_json),
+                    warehouse,
+                }),
+                SwapOutcome::Conflict(_) => {
+                    Err(CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry")))
+                }
+            };
+        }
+        let id = self
+            .store()
+            .create_tabular(&NewTabular {
+                warehouse_id: &warehouse.id,
+                namespace: &table.namespace,
+                name: &table.name,
+                kind: TabularKind::Table,
+                location: &location,
+                extra_locations: &extra_locations,
+                metadata_location,
+                metadata: &metadata_json,
+            })
+            .await?;
+        Ok(TableResult {
+            id: Some(id),
+            metadata_location: Some(metadata_location.to_owned()),
+            etag: etag(metadata_location, SnapshotMode::All),
+            metadata_json: self.remember(metadata_location, metadata_json),
+            warehouse,
+        })
+    }
+}

@@ -1,0 +1,61 @@
+//! renameTable and renameView, decided on the identifiers the rename parsed.
+
+use super::TableIdent;
+use crate::access::{Privilege, Target};
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::service::Catalog;
+use crate::store::TabularKind;
+
+impl Catalog {
+    /// renameTable and renameView: moves a table or view, possibly to another namespace.
+    ///
+    /// Needs `drop` on it and `create` in the target namespace. Into another namespace, it also
+    /// needs `read` on it (a move is a copy of what the mover can read), and the mover must
+    /// already hold on it every privilege the target namespace would confer on it there: a move
+    /// never widens the mover's own access (`drop` plus `admin` on one's own namespace would
+    /// otherwise be full control of any table one may drop).
+    pub async fn rename_tabular(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        kind: TabularKind,
+        from: TableIdent,
+        to: TableIdent,
+    ) -> Result<()> {
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let source = Target::Tabular {
+            warehouse_id: warehouse.id.clone(),
+            namespace: from.namespace.clone(),
+            name: from.name.clone(),
+            kind,
+        };
+        let missing = || match kind {
+            TabularKind::Table => CatalogError::no_such_table(&from),
+            TabularKind::View => CatalogError::no_such_view(&from),
+        };
+        let held = ctx.require(&source, Privilege::Drop, missing).await?;
+        let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: to.namespace.clone() };
+        let conferred =
+            ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(&to.namespace)).await?;
+        if from.namespace != to.namespace {
+            ctx.require(&source, Privilege::Read, missing).await?;
+            if let (Some(held), Some(conferred)) = (held, conferred) {
+                let mut widened: Vec<Privilege> = conferred
+                    .direct
+                    .iter()
+                    .copied()
+                    .filter(|p| !matches!(p, Privilege::Describe | Privilege::Create) && !held.has(*p))
+                    .collect();
+                widened.sort();
+                if let Some(privilege) = widened.first() {
+                    return Err(CatalogError::Forbidden(format!(
+                        "moving {from} into {} would give you {privilege} on it, which you do not hold on it now",
+                        to.namespace
+                    )));
+                }
+            }
+        }
+        self.store().rename_tabular(&warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name)).await
+    }
+}
