@@ -106,6 +106,11 @@ impl FromRequestParts<crate::AppState> for Context {
             tracing::error!(path = %parts.uri.path(), "a request reached a service without a caller");
             ApiError::new(StatusCode::FORBIDDEN, "ForbiddenException", "no authorization for this request")
         })?;
-        Ok(Self(icegate_catalog::RequestContext::new(caller, state.security.authorizer.clone())))
+        let idempotency =
+            parts.extensions.get::<std::sync::Arc<icegate_catalog::idempotency::IdempotencyScope>>().cloned();
+        Ok(Self(
+            icegate_catalog::RequestContext::new(caller, state.security.authorizer.clone())
+                .with_idempotency(idempotency),
+        ))
     }
 }

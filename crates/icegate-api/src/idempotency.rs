@@ -10,6 +10,7 @@
 //! is refused. Stored responses never hold storage credentials: they are vended again, for the
 //! caller as it is then, when a response is replayed.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -18,7 +19,7 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::access::Caller;
-use icegate_catalog::idempotency::{self, IdempotencyKey, IdempotencyScope};
+use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyScope};
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
@@ -220,9 +221,12 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         Err(err) => return err.into_response(),
     }
 
-    let scope = IdempotencyScope::new(key.clone(), fingerprint.operation.clone(), fingerprint.digest.clone());
-    let request = Request::from_parts(parts.clone(), Body::from(request_body.clone()));
-    let response = idempotency::scoped(scope.clone(), next.run(request)).await;
+    // The key travels to the service in the request context (see `extract::Context`), and
+    // from there into the mutation that records it.
+    let scope = Arc::new(IdempotencyScope::new(key.clone(), fingerprint.operation.clone(), fingerprint.digest.clone()));
+    let mut request = Request::from_parts(parts.clone(), Body::from(request_body.clone()));
+    request.extensions_mut().insert(scope.clone());
+    let response = next.run(request).await;
     if response.extensions().get::<KeyTaken>().is_some() {
         // A concurrent duplicate applied first: answer as it does.
         return match prior(&state, &key, &fingerprint, deadline).await {
@@ -237,11 +241,6 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     if status.is_server_error() || !(status.is_success() || status.is_client_error()) {
         return response;
     }
-    // A success that changed nothing (a staged create, a commit without updates) is not kept:
-    // a retry simply runs again, and gets fresh credentials if it asked for them.
-    if status.is_success() && !scope.recorded() {
-        return response;
-    }
     // Finalise: keep the body (without credentials) to replay it.
     let (response_parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {
@@ -251,30 +250,20 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         }
     };
     let stored = without_credentials(&String::from_utf8_lossy(&bytes));
-    match state
-        .catalog
-        .store()
-        .finalize_idempotency_key(
-            &key,
-            &fingerprint.operation,
-            &fingerprint.digest,
-            status.as_u16(),
-            &stored,
-            scope.recorded(),
-        )
-        .await
-    {
-        Ok(true) => {}
+    // A success whose request mutated nothing (a staged create, a commit without updates) is
+    // not kept: a retry simply runs again, and gets fresh credentials if it asked for them.
+    let keep_unreserved = !status.is_success();
+    match state.catalog.store().finalize_idempotency_key(&scope, status.as_u16(), &stored, keep_unreserved).await {
+        Ok(Finalized::Filled | Finalized::Inserted | Finalized::NothingRecorded) => {}
         // This request mutated nothing, and a concurrent duplicate owns the key (typically: it
         // created what this one then found existing). Answer as that one does.
-        Ok(false) if !scope.recorded() => {
+        Ok(Finalized::Taken) => {
             return match prior(&state, &key, &fingerprint, deadline).await {
                 Ok(Prior::Done(status, body)) => answer(&state, status, body, &parts, &request_body).await,
                 Ok(Prior::None) => Response::from_parts(response_parts, Body::from(bytes)),
                 Err(err) => err.into_response(),
             };
         }
-        Ok(false) => tracing::warn!(key = %key.key, "idempotency key was finalised twice"),
         // The mutation stands; a retry will wait for a finalisation that never comes and get 503.
         Err(err) => tracing::warn!(key = %key.key, error = %err, "could not store an idempotent response"),
     }

@@ -100,8 +100,7 @@ impl Catalog {
         changes: Vec<K::Change>,
     ) -> Result<Vec<K::Output>> {
         let (catalog, ctx) = (self.clone(), ctx.clone());
-        crate::idempotency::detached(async move { catalog.commit_attempts(&ctx, &warehouse, &kind, &changes).await })
-            .await?
+        crate::tasks::detached(async move { catalog.commit_attempts(&ctx, &warehouse, &kind, &changes).await }).await?
     }
 
     async fn commit_attempts<K: MetadataKind>(
@@ -138,8 +137,11 @@ impl Catalog {
             }
             let written: Vec<String> = swaps.iter().map(|s| s.metadata_location.clone()).collect();
             let owned: Vec<MetadataSwap> = swaps.iter().map(|s| (*s).clone()).collect();
-            let outcome =
-                if owned.is_empty() { Ok(SwapOutcome::Applied) } else { self.store().swap_metadata(&owned).await };
+            let outcome = if owned.is_empty() {
+                Ok(SwapOutcome::Applied)
+            } else {
+                self.store().swap_metadata(&ctx.write(), &owned).await
+            };
             match outcome {
                 Ok(SwapOutcome::Applied) => return Ok(self.all_applied(kind, warehouse, staged).await),
                 Ok(SwapOutcome::Conflict(index)) => {

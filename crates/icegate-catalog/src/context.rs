@@ -1,4 +1,5 @@
-//! The request context: who is asking, and how a service decides what they may do.
+//! The request context: who is asking, how a service decides what they may do, and what a
+//! mutation records with its change (the request's idempotency key).
 //!
 //! Most requests are authorized before the service runs, from the route. Some operations need
 //! privileges that depend on what the service finds: a commit that turns out to create a table
@@ -10,11 +11,13 @@ use std::sync::Arc;
 
 use crate::access::{Authorizer, Caller, Holdings, Privilege, Target};
 use crate::error::{CatalogError, Result};
+use crate::idempotency::{IdempotencyScope, WriteContext};
 
 #[derive(Clone)]
 pub struct RequestContext {
     caller: Caller,
     authorizer: Option<Arc<Authorizer>>,
+    idempotency: Option<Arc<IdempotencyScope>>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -26,12 +29,23 @@ impl std::fmt::Debug for RequestContext {
 impl RequestContext {
     /// A request of `caller`, decided by `authorizer`.
     pub fn new(caller: Caller, authorizer: Arc<Authorizer>) -> Self {
-        Self { caller, authorizer: Some(authorizer) }
+        Self { caller, authorizer: Some(authorizer), idempotency: None }
     }
 
     /// Work that no principal asked for (start-up, tests): everything is allowed.
     pub fn system() -> Self {
-        Self { caller: Caller::Unrestricted, authorizer: None }
+        Self { caller: Caller::Unrestricted, authorizer: None, idempotency: None }
+    }
+
+    /// The request carries an `Idempotency-Key`: its mutation records it.
+    pub fn with_idempotency(mut self, scope: Option<Arc<IdempotencyScope>>) -> Self {
+        self.idempotency = scope;
+        self
+    }
+
+    /// What the request's mutation records with its change.
+    pub fn write(&self) -> WriteContext {
+        WriteContext { idempotency: self.idempotency.clone() }
     }
 
     pub fn caller(&self) -> &Caller {

@@ -1,17 +1,14 @@
-//! Idempotency keys: the request-scoped key that the store records in the same transaction as
-//! the mutation it guards, so a retried request can never apply its change twice.
+//! Idempotency keys: the key of a request, which its mutation records in the same transaction
+//! as its change, so a retried request can never apply its change twice.
 //!
-//! The HTTP layer opens a scope around a mutating request that carries an `Idempotency-Key`;
-//! the store's write path reads it (a task-local, so no signature has to thread it through) and
-//! inserts the key row before committing.
+//! The HTTP layer binds a key to its request ([`IdempotencyScope`]) and hands it to the
+//! service in the request context; every store mutation takes it in its [`WriteContext`] and
+//! inserts the key row, with the request's [`reservation`](IdempotencyScope::reservation),
+//! before committing. Whether a request's mutation committed is then a fact of the database:
+//! the request's answer is stored by filling in the row it reserved
+//! (`CatalogStore::finalize_idempotency_key`).
 
-use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
-tokio::task_local! {
-    static SCOPE: Arc<IdempotencyScope>;
-}
 
 /// An `Idempotency-Key` as stored: keys belong to the principal that sent them (`""` when
 /// authentication is off), so one principal's key never answers for another's request.
@@ -21,8 +18,8 @@ pub struct IdempotencyKey {
     pub key: String,
 }
 
-/// The key of the request being served.
-#[derive(Debug)]
+/// The key of the request being served, bound to that request.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdempotencyScope {
     pub key: IdempotencyKey,
     /// `"<METHOD> <path>"`.
@@ -30,51 +27,39 @@ pub struct IdempotencyScope {
     /// SHA-256 (hex) of the request's method, path, query and body: a key reused for another
     /// request is refused, not answered with the first one's response.
     pub request_digest: String,
-    recorded: AtomicBool,
+    /// Unique to this request (not to the key): the key row its mutation wrote says so.
+    pub reservation: String,
 }
 
 impl IdempotencyScope {
-    pub fn new(key: IdempotencyKey, operation: String, request_digest: String) -> Arc<Self> {
-        Arc::new(Self { key, operation, request_digest, recorded: AtomicBool::new(false) })
-    }
-
-    /// Whether a mutation committed together with this key's row.
-    pub fn recorded(&self) -> bool {
-        self.recorded.load(Ordering::SeqCst)
-    }
-
-    /// Called by the store after the transaction holding the key row committed.
-    pub fn mark_recorded(&self) {
-        self.recorded.store(true, Ordering::SeqCst);
+    pub fn new(key: IdempotencyKey, operation: String, request_digest: String) -> Self {
+        Self { key, operation, request_digest, reservation: uuid::Uuid::new_v4().hyphenated().to_string() }
     }
 }
 
-/// The scope of the current request, when it carries a key that has not been recorded yet.
-pub fn pending() -> Option<Arc<IdempotencyScope>> {
-    SCOPE.try_with(Arc::clone).ok().filter(|scope| !scope.recorded())
+/// What a store mutation records with its change, in its own transaction: the request's
+/// idempotency key, if it carries one.
+#[derive(Debug, Clone, Default)]
+pub struct WriteContext {
+    pub idempotency: Option<Arc<IdempotencyScope>>,
 }
 
-/// Runs `future` on its own task, carrying the request's idempotency scope along, so that it
-/// finishes even if the request is cancelled (client gone, request timeout). Used for work that
-/// must not stop half way, such as a commit between writing its metadata file and swapping it in.
-pub async fn detached<F>(future: F) -> crate::Result<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    let scope = SCOPE.try_with(Arc::clone).ok();
-    let handle = tokio::spawn(async move {
-        match scope {
-            Some(scope) => SCOPE.scope(scope, future).await,
-            None => future.await,
-        }
-    });
-    handle.await.map_err(|e| crate::CatalogError::Internal(anyhow::anyhow!("background task failed: {e}")))
+impl WriteContext {
+    /// A mutation that records nothing beside its change (start-up, tests, requests without a key).
+    pub const NONE: WriteContext = WriteContext { idempotency: None };
 }
 
-/// Runs `future` (a request) inside `scope`.
-pub async fn scoped<F: Future>(scope: Arc<IdempotencyScope>, future: F) -> F::Output {
-    SCOPE.scope(scope, future).await
+/// How storing a request's answer went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finalized {
+    /// The row this request's mutation reserved now holds the answer.
+    Filled,
+    /// The request mutated nothing; its answer (a final 4xx) was stored under the key.
+    Inserted,
+    /// The request mutated nothing and a success is not kept: a retry simply runs again.
+    NothingRecorded,
+    /// The request mutated nothing and another request owns the key: answer as that one does.
+    Taken,
 }
 
 /// A stored key.

@@ -22,6 +22,7 @@ pub mod service;
 pub mod storage;
 pub mod store;
 pub mod tables;
+pub mod tasks;
 pub mod views;
 
 pub use context::RequestContext;

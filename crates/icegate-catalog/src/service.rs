@@ -278,13 +278,14 @@ impl Catalog {
 
     pub async fn create_namespace(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         levels: Vec<String>,
         properties: Properties,
     ) -> Result<(NamespaceIdent, Properties)> {
         let namespace = NamespaceIdent::from_levels(levels)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store.create_namespace(&warehouse.id, &namespace, &properties).await?;
+        self.store.create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
         Ok((namespace, properties))
     }
 
@@ -309,14 +310,15 @@ impl Catalog {
         }
     }
 
-    pub async fn drop_namespace(&self, prefix: &str, namespace: &str) -> Result<()> {
+    pub async fn drop_namespace(&self, ctx: &RequestContext, prefix: &str, namespace: &str) -> Result<()> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store.drop_namespace(&warehouse.id, &namespace).await
+        self.store.drop_namespace(&ctx.write(), &warehouse.id, &namespace).await
     }
 
     pub async fn update_namespace_properties(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         updates: Properties,
@@ -336,6 +338,6 @@ impl Catalog {
         removals.sort_unstable();
         removals.dedup();
         let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store.update_namespace_properties(&warehouse.id, &namespace, &updates, &removals).await
+        self.store.update_namespace_properties(&ctx.write(), &warehouse.id, &namespace, &updates, &removals).await
     }
 }

@@ -1,13 +1,14 @@
 //! The persistence contract. `icegate-store` implements it for PostgreSQL and SQLite; both run
 //! one shared test suite. Every method is one database transaction, so callers never see a half
-//! applied change.
+//! applied change. Mutations take a [`WriteContext`]: what they record in the same transaction
+//! (the request's idempotency key).
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::idempotency::{IdempotencyKey, IdempotencyRecord};
+use crate::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::storage::StorageProfile;
 
@@ -172,6 +173,7 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// `AlreadyExists`, or `NotFound(Namespace)` when the parent does not exist.
     async fn create_namespace(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         properties: &Properties,
@@ -191,10 +193,11 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn load_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<Option<Properties>>;
     async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool>;
     /// `NotFound`, or `NamespaceNotEmpty` while it holds namespaces, tables or views.
-    async fn drop_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<()>;
+    async fn drop_namespace(&self, write: &WriteContext, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<()>;
     /// Applies updates and removals atomically. Keys must not appear in both.
     async fn update_namespace_properties(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         updates: &Properties,
@@ -202,18 +205,16 @@ pub trait CatalogStore: Send + Sync + 'static {
     ) -> Result<PropertiesChange>;
 
     async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>>;
-    /// Stores the final response of a key: fills in the row the mutation reserved (`reserved`),
-    /// or inserts one for a request that mutated nothing. False when another request owns the
-    /// key (its answer is the one to replay).
+    /// Stores the final answer of a request that carries a key: fills in the row its mutation
+    /// reserved (`scope.reservation`); if it reserved none, inserts one for a final 4xx
+    /// (`keep_unreserved`) unless another request owns the key. See [`Finalized`].
     async fn finalize_idempotency_key(
         &self,
-        key: &IdempotencyKey,
-        operation: &str,
-        request_digest: &str,
+        scope: &IdempotencyScope,
         status: u16,
         body: &str,
-        reserved: bool,
-    ) -> Result<bool>;
+        keep_unreserved: bool,
+    ) -> Result<Finalized>;
     /// Forgets a key (an expired one, before it is used again).
     async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<()>;
     async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64>;
@@ -221,7 +222,7 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// Inserts a table or view. `AlreadyExists` when a table or view of that name exists,
     /// `NotFound(Namespace)` without the namespace, `BadRequest` when the location overlaps
     /// another table's or view's.
-    async fn create_tabular(&self, tabular: &NewTabular<'_>) -> Result<String>;
+    async fn create_tabular(&self, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<String>;
     async fn load_tabular(
         &self,
         warehouse_id: &str,
@@ -241,10 +242,11 @@ pub trait CatalogStore: Send + Sync + 'static {
         Ok(row.map(|t| TabularHead { id: t.id, location: t.location, metadata_location: t.metadata_location }))
     }
     /// Applies every swap in one transaction, or none of them.
-    async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
+    async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
     /// Deletes a table or view and returns what it was, `None` when it did not exist.
     async fn drop_tabular(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         name: &str,
@@ -266,6 +268,7 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// `NotFound` (the source, or the target namespace), `AlreadyExists` (the target name).
     async fn rename_tabular(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         kind: TabularKind,
         from: (&NamespaceIdent, &str),

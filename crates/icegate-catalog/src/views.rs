@@ -120,18 +120,20 @@ impl Catalog {
         let metadata_json = to_json(&metadata)?;
         self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
         let metadata_location = view_file_location(&metadata, None);
-        self.insert_view(&warehouse, &view, &location, &metadata_location, metadata_json, true).await
+        let document = ViewResult { metadata_location, metadata_json };
+        self.insert_view(ctx, &warehouse, &view, &location, document, true).await
     }
 
     async fn insert_view(
         &self,
+        ctx: &RequestContext,
         warehouse: &Warehouse,
         view: &TableIdent,
         location: &str,
-        metadata_location: &str,
-        metadata_json: String,
+        document: ViewResult,
         write_file: bool,
     ) -> Result<ViewResult> {
+        let ViewResult { metadata_location, metadata_json } = &document;
         self.check_size("document", metadata_json.len())?;
         if write_file {
             // Before the file is written: no file lands in another table's or view's directory.
@@ -140,16 +142,19 @@ impl Catalog {
         }
         let created = self
             .store()
-            .create_tabular(&NewTabular {
-                warehouse_id: &warehouse.id,
-                namespace: &view.namespace,
-                name: &view.name,
-                kind: TabularKind::View,
-                location,
-                extra_locations: &[],
-                metadata_location,
-                metadata: &metadata_json,
-            })
+            .create_tabular(
+                &ctx.write(),
+                &NewTabular {
+                    warehouse_id: &warehouse.id,
+                    namespace: &view.namespace,
+                    name: &view.name,
+                    kind: TabularKind::View,
+                    location,
+                    extra_locations: &[],
+                    metadata_location,
+                    metadata: metadata_json,
+                },
+            )
             .await;
         if let Err(err) = created {
             if write_file {
@@ -157,7 +162,7 @@ impl Catalog {
             }
             return Err(err);
         }
-        Ok(ViewResult { metadata_location: metadata_location.to_owned(), metadata_json })
+        Ok(document)
     }
 
     pub async fn load_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<ViewResult> {
@@ -182,11 +187,11 @@ impl Catalog {
         self.list_tabulars(prefix, namespace, TabularKind::View, page_token, page_size, visible_to).await
     }
 
-    pub async fn drop_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+    pub async fn drop_view(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let view = Self::view_ident(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         self.store()
-            .drop_tabular(&warehouse.id, &view.namespace, &view.name, TabularKind::View)
+            .drop_tabular(&ctx.write(), &warehouse.id, &view.namespace, &view.name, TabularKind::View)
             .await?
             .map(|_| ())
             .ok_or_else(|| CatalogError::no_such_view(&view))
@@ -218,7 +223,9 @@ impl Catalog {
                 "metadata file {metadata_location} must lie inside the view's location {location}"
             )));
         }
-        self.insert_view(&warehouse, &view, &location, metadata_location, to_json(&metadata)?, false).await
+        let document =
+            ViewResult { metadata_location: metadata_location.to_owned(), metadata_json: to_json(&metadata)? };
+        self.insert_view(ctx, &warehouse, &view, &location, document, false).await
     }
 
     /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer

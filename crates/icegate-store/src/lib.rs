@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use icegate_catalog::idempotency::{IdempotencyKey, IdempotencyRecord};
+use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
@@ -151,19 +151,20 @@ impl SqlStore {
 
 impl SqlStore {
     /// Commits a write transaction, first recording the request's idempotency key in it (if the
-    /// request carries one): the key and the mutation become visible together or not at all, and
-    /// a concurrent duplicate fails on the key's primary key instead of applying twice.
-    async fn commit_write(&self, mut tx: Transaction<'static, Any>) -> Result<(), CatalogError> {
-        let scope = icegate_catalog::idempotency::pending();
-        if let Some(scope) = &scope {
+    /// request carries one), with the request's reservation: the key and the mutation become
+    /// visible together or not at all, and a concurrent duplicate fails on the key's primary
+    /// key instead of applying twice.
+    async fn commit_write(&self, mut tx: Transaction<'static, Any>, write: &WriteContext) -> Result<(), CatalogError> {
+        if let Some(scope) = &write.idempotency {
             let inserted = sqlx::query(
-                "INSERT INTO idempotency_keys (principal, key, operation, request_digest, created_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO idempotency_keys (principal, key, operation, request_digest, reservation, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(&scope.key.principal)
             .bind(&scope.key.key)
             .bind(&scope.operation)
             .bind(&scope.request_digest)
+            .bind(&scope.reservation)
             .bind(now_ms())
             .execute(&mut *tx)
             .await;
@@ -176,11 +177,7 @@ impl SqlStore {
                 Err(e) => return Err(db_error(e)),
             }
         }
-        tx.commit().await.map_err(db_error)?;
-        if let Some(scope) = scope {
-            scope.mark_recorded();
-        }
-        Ok(())
+        tx.commit().await.map_err(db_error)
     }
 }
 
@@ -300,11 +297,12 @@ impl CatalogStore for SqlStore {
 
     async fn create_namespace(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         properties: &Properties,
     ) -> Result<(), CatalogError> {
-        namespaces::create(self, warehouse_id, namespace, properties).await
+        namespaces::create(self, write, warehouse_id, namespace, properties).await
     }
 
     async fn list_namespaces(
@@ -329,18 +327,24 @@ impl CatalogStore for SqlStore {
         Ok(namespaces::id_of(&self.pool, warehouse_id, namespace).await?.is_some())
     }
 
-    async fn drop_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
-        namespaces::drop(self, warehouse_id, namespace).await
+    async fn drop_namespace(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+    ) -> Result<(), CatalogError> {
+        namespaces::drop(self, write, warehouse_id, namespace).await
     }
 
     async fn update_namespace_properties(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         updates: &Properties,
         removals: &[String],
     ) -> Result<PropertiesChange, CatalogError> {
-        namespaces::update_properties(self, warehouse_id, namespace, updates, removals).await
+        namespaces::update_properties(self, write, warehouse_id, namespace, updates, removals).await
     }
 
     async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, CatalogError> {
@@ -367,42 +371,47 @@ impl CatalogStore for SqlStore {
 
     async fn finalize_idempotency_key(
         &self,
-        key: &IdempotencyKey,
-        operation: &str,
-        request_digest: &str,
+        scope: &IdempotencyScope,
         status: u16,
         body: &str,
-        reserved: bool,
-    ) -> Result<bool, CatalogError> {
-        let done = if reserved {
-            sqlx::query(
-                "UPDATE idempotency_keys SET status = $1, body = $2 WHERE principal = $3 AND key = $4 AND status IS NULL",
-            )
-            .bind(i64::from(status))
-            .bind(body)
-            .bind(&key.principal)
-            .bind(&key.key)
-            .execute(&self.pool)
-            .await
-        } else {
-            // A request that mutated nothing: its answer is final only if no other request with
-            // the key got there first.
-            sqlx::query(
-                "INSERT INTO idempotency_keys (principal, key, operation, request_digest, status, body, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (principal, key) DO NOTHING",
-            )
-            .bind(&key.principal)
-            .bind(&key.key)
-            .bind(operation)
-            .bind(request_digest)
-            .bind(i64::from(status))
-            .bind(body)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await
-        }
+        keep_unreserved: bool,
+    ) -> Result<Finalized, CatalogError> {
+        // The row this request's own mutation wrote, if it committed one.
+        let filled = sqlx::query(
+            "UPDATE idempotency_keys SET status = $1, body = $2 \
+             WHERE principal = $3 AND key = $4 AND reservation = $5 AND status IS NULL",
+        )
+        .bind(i64::from(status))
+        .bind(body)
+        .bind(&scope.key.principal)
+        .bind(&scope.key.key)
+        .bind(&scope.reservation)
+        .execute(&self.pool)
+        .await
         .map_err(db_error)?;
-        Ok(done.rows_affected() == 1)
+        if filled.rows_affected() == 1 {
+            return Ok(Finalized::Filled);
+        }
+        if !keep_unreserved {
+            return Ok(Finalized::NothingRecorded);
+        }
+        // A request that mutated nothing: its answer is final only if no other request with
+        // the key got there first.
+        let inserted = sqlx::query(
+            "INSERT INTO idempotency_keys (principal, key, operation, request_digest, status, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (principal, key) DO NOTHING",
+        )
+        .bind(&scope.key.principal)
+        .bind(&scope.key.key)
+        .bind(&scope.operation)
+        .bind(&scope.request_digest)
+        .bind(i64::from(status))
+        .bind(body)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(if inserted.rows_affected() == 1 { Finalized::Inserted } else { Finalized::Taken })
     }
 
     async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<(), CatalogError> {
@@ -424,8 +433,8 @@ impl CatalogStore for SqlStore {
         Ok(done.rows_affected())
     }
 
-    async fn create_tabular(&self, tabular: &NewTabular<'_>) -> Result<String, CatalogError> {
-        tabulars::create(self, tabular).await
+    async fn create_tabular(&self, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<String, CatalogError> {
+        tabulars::create(self, write, tabular).await
     }
 
     async fn load_tabular(
@@ -460,11 +469,11 @@ impl CatalogStore for SqlStore {
         Ok(head)
     }
 
-    async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
-        let Some(heads) = self.heads.clone() else { return tabulars::swap(self, swaps).await };
-        let (store, swaps) = (self.clone(), swaps.to_vec());
-        icegate_catalog::idempotency::detached(async move {
-            let outcome = tabulars::swap(&store, &swaps).await;
+    async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
+        let Some(heads) = self.heads.clone() else { return tabulars::swap(self, write, swaps).await };
+        let (store, write, swaps) = (self.clone(), write.clone(), swaps.to_vec());
+        icegate_catalog::tasks::detached(async move {
+            let outcome = tabulars::swap(&store, &write, &swaps).await;
             heads.forget_ids(swaps.iter().map(|swap| swap.id.as_str()));
             outcome
         })
@@ -473,18 +482,19 @@ impl CatalogStore for SqlStore {
 
     async fn drop_tabular(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return tabulars::drop(self, warehouse_id, namespace, name, kind).await;
+            return tabulars::drop(self, write, warehouse_id, namespace, name, kind).await;
         };
-        let (store, warehouse_id, namespace, name) =
-            (self.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
-        icegate_catalog::idempotency::detached(async move {
-            let dropped = tabulars::drop(&store, &warehouse_id, &namespace, &name, kind).await;
+        let (store, write, warehouse_id, namespace, name) =
+            (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
+        icegate_catalog::tasks::detached(async move {
+            let dropped = tabulars::drop(&store, &write, &warehouse_id, &namespace, &name, kind).await;
             heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
             dropped
         })
@@ -506,16 +516,20 @@ impl CatalogStore for SqlStore {
 
     async fn rename_tabular(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         kind: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
     ) -> Result<(), CatalogError> {
-        let Some(heads) = self.heads.clone() else { return tabulars::rename(self, warehouse_id, kind, from, to).await };
-        let (store, warehouse_id) = (self.clone(), warehouse_id.to_owned());
+        let Some(heads) = self.heads.clone() else {
+            return tabulars::rename(self, write, warehouse_id, kind, from, to).await;
+        };
+        let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
         let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
-        icegate_catalog::idempotency::detached(async move {
-            let renamed = tabulars::rename(&store, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
+        icegate_catalog::tasks::detached(async move {
+            let renamed =
+                tabulars::rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
             heads.forget_key(&heads::key(&warehouse_id, &from.0, &from.1, kind));
             heads.forget_key(&heads::key(&warehouse_id, &to.0, &to.1, kind));
             renamed

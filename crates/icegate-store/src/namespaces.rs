@@ -1,5 +1,6 @@
 //! Namespace rows and their properties.
 
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::{Page, PageRequest, PropertiesChange};
 use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
@@ -30,6 +31,7 @@ where
 
 pub(crate) async fn create(
     store: &SqlStore,
+    write: &WriteContext,
     warehouse_id: &str,
     namespace: &NamespaceIdent,
     properties: &Properties,
@@ -70,7 +72,7 @@ pub(crate) async fn create(
         Err(e) => return Err(db_error(e)),
     }
     upsert_properties(&mut tx, &id, properties).await?;
-    store.commit_write(tx).await
+    store.commit_write(tx, write).await
 }
 
 /// Inserts or replaces properties of one namespace, a few hundred per statement.
@@ -181,7 +183,12 @@ pub(crate) async fn load(
     Ok(Some(properties))
 }
 
-pub(crate) async fn drop(store: &SqlStore, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<(), CatalogError> {
+pub(crate) async fn drop(
+    store: &SqlStore,
+    write: &WriteContext,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+) -> Result<(), CatalogError> {
     // The foreign keys of child namespaces, tables and views refuse the delete while anything
     // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
     let mut tx = store.begin_write().await?;
@@ -192,7 +199,7 @@ pub(crate) async fn drop(store: &SqlStore, warehouse_id: &str, namespace: &Names
         .await;
     match result {
         Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
-        Ok(_) => store.commit_write(tx).await,
+        Ok(_) => store.commit_write(tx, write).await,
         Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
             Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
         }
@@ -202,6 +209,7 @@ pub(crate) async fn drop(store: &SqlStore, warehouse_id: &str, namespace: &Names
 
 pub(crate) async fn update_properties(
     store: &SqlStore,
+    write: &WriteContext,
     warehouse_id: &str,
     namespace: &NamespaceIdent,
     updates: &Properties,
@@ -232,7 +240,7 @@ pub(crate) async fn update_properties(
         CatalogError::NotFound { .. } => CatalogError::no_such_namespace(namespace),
         other => other,
     })?;
-    store.commit_write(tx).await?;
+    store.commit_write(tx, write).await?;
     removed.sort_unstable();
     let missing = removals.iter().filter(|k| removed.binary_search(k).is_err()).cloned().collect();
     Ok(PropertiesChange { updated: updates.keys().cloned().collect(), removed, missing })

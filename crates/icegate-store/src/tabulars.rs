@@ -1,6 +1,7 @@
 //! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
 //! drops, renames and listings.
 
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind,
 };
@@ -152,7 +153,11 @@ pub(crate) async fn recorded_locations(store: &SqlStore, tabular_id: &str) -> Re
     rows.iter().map(|r| r.try_get("location").map_err(db_error)).collect()
 }
 
-pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<String, CatalogError> {
+pub(crate) async fn create(
+    store: &SqlStore,
+    write: &WriteContext,
+    new: &NewTabular<'_>,
+) -> Result<String, CatalogError> {
     let mut tx = store.begin_write().await?;
     lock_warehouse(store, &mut tx, new.warehouse_id).await?;
     let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
@@ -196,7 +201,7 @@ pub(crate) async fn create(store: &SqlStore, new: &NewTabular<'_>) -> Result<Str
         Err(e) => return Err(db_error(e)),
     }
     record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
-    store.commit_write(tx).await?;
+    store.commit_write(tx, write).await?;
     Ok(id)
 }
 
@@ -292,13 +297,17 @@ pub(crate) async fn load_head(
 const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, location = $3, updated_at = $4 \
                         WHERE id = $5 AND metadata_location = $6";
 
-pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
+pub(crate) async fn swap(
+    store: &SqlStore,
+    write: &WriteContext,
+    swaps: &[MetadataSwap],
+) -> Result<SwapOutcome, CatalogError> {
     let now = now_ms();
     // The common case, one table and no new location, is a single autocommit statement: one
     // round trip, and the database's row lock orders concurrent swaps.
     if let [only] = swaps
         && !only.locations_changed
-        && icegate_catalog::idempotency::pending().is_none()
+        && write.idempotency.is_none()
     {
         let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
         return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
@@ -336,7 +345,7 @@ pub(crate) async fn swap(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Swa
             record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
         }
     }
-    store.commit_write(tx).await?;
+    store.commit_write(tx, write).await?;
     Ok(SwapOutcome::Applied)
 }
 
@@ -352,6 +361,7 @@ fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx:
 
 pub(crate) async fn drop(
     store: &SqlStore,
+    write: &WriteContext,
     warehouse_id: &str,
     namespace: &NamespaceIdent,
     name: &str,
@@ -390,12 +400,13 @@ pub(crate) async fn drop(
             .await
             .map_err(db_error)?;
     let tabular = from_row(&row)?;
-    store.commit_write(tx).await?;
+    store.commit_write(tx, write).await?;
     Ok(Some(Dropped { tabular, extra_locations: extra }))
 }
 
 pub(crate) async fn rename(
     store: &SqlStore,
+    write: &WriteContext,
     warehouse_id: &str,
     kind: TabularKind,
     from: (&NamespaceIdent, &str),
@@ -436,7 +447,7 @@ pub(crate) async fn rename(
         }
         Err(e) => return Err(db_error(e)),
     }
-    store.commit_write(tx).await
+    store.commit_write(tx, write).await
 }
 
 pub(crate) async fn list(

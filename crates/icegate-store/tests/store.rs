@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{MetadataSwap, NewTabular, PageRequest, PropertiesChange, SwapOutcome, TabularKind};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, ObjectKind, Properties, StorageRoot, WarehouseName};
@@ -77,11 +78,11 @@ async fn warehouse_roots_may_not_overlap(db: TestDatabase) {
 async fn deleting_a_warehouse_is_refused_while_it_holds_namespaces(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w1").await;
-    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &Properties::new()).await.unwrap();
     let name = WarehouseName::parse("w1").unwrap();
     let err = store.delete_warehouse(&name).await.unwrap_err();
     assert!(matches!(err, CatalogError::WarehouseNotEmpty(_)), "{err:?}");
-    store.drop_namespace(&wh, &ns("a")).await.unwrap();
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("a")).await.unwrap();
     store.delete_warehouse(&name).await.unwrap();
     assert!(store.warehouse_by_name(&name).await.unwrap().is_none());
     let err = store.delete_warehouse(&name).await.unwrap_err();
@@ -92,9 +93,9 @@ async fn a_namespace_keeps_its_properties(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
     let p = props(&[("owner", "data-eng"), ("location", "file:///x"), ("empty", "")]);
-    store.create_namespace(&wh, &ns("sales"), &p).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("sales"), &p).await.unwrap();
     assert_eq!(store.load_namespace(&wh, &ns("sales")).await.unwrap(), Some(p));
-    store.create_namespace(&wh, &ns("bare"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("bare"), &Properties::new()).await.unwrap();
     assert_eq!(store.load_namespace(&wh, &ns("bare")).await.unwrap(), Some(Properties::new()));
     assert_eq!(store.load_namespace(&wh, &ns("nope")).await.unwrap(), None);
     assert!(store.namespace_exists(&wh, &ns("sales")).await.unwrap());
@@ -104,8 +105,8 @@ async fn a_namespace_keeps_its_properties(db: TestDatabase) {
 async fn creating_an_existing_namespace_conflicts(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("a"), &props(&[("k", "1")])).await.unwrap();
-    let err = store.create_namespace(&wh, &ns("a"), &props(&[("k", "2")])).await.unwrap_err();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &props(&[("k", "1")])).await.unwrap();
+    let err = store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &props(&[("k", "2")])).await.unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
     // The failed attempt changed nothing.
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(props(&[("k", "1")])));
@@ -114,30 +115,30 @@ async fn creating_an_existing_namespace_conflicts(db: TestDatabase) {
 async fn a_child_namespace_needs_an_existing_parent(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    let err = store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap_err();
+    let err = store.create_namespace(&WriteContext::NONE, &wh, &ns("a.b"), &Properties::new()).await.unwrap_err();
     assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
     assert!(!store.namespace_exists(&wh, &ns("a.b")).await.unwrap());
-    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
-    store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap();
-    store.create_namespace(&wh, &ns("a.b.c"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a.b"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a.b.c"), &Properties::new()).await.unwrap();
     assert!(store.namespace_exists(&wh, &ns("a.b.c")).await.unwrap());
 }
 
 async fn a_namespace_with_children_cannot_be_dropped(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("a"), &props(&[("k", "v")])).await.unwrap();
-    store.create_namespace(&wh, &ns("a.b"), &Properties::new()).await.unwrap();
-    let err = store.drop_namespace(&wh, &ns("a")).await.unwrap_err();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &props(&[("k", "v")])).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a.b"), &Properties::new()).await.unwrap();
+    let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("a")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(props(&[("k", "v")])));
-    store.drop_namespace(&wh, &ns("a.b")).await.unwrap();
-    store.drop_namespace(&wh, &ns("a")).await.unwrap();
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("a.b")).await.unwrap();
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("a")).await.unwrap();
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), None);
-    let err = store.drop_namespace(&wh, &ns("a")).await.unwrap_err();
+    let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("a")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
     // Re-creating a dropped namespace starts with no properties.
-    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &Properties::new()).await.unwrap();
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap(), Some(Properties::new()));
 }
 
@@ -145,7 +146,7 @@ async fn listings_return_direct_children_in_byte_order(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
     for path in ["b", "a", "B", "a.z", "a.y", "a.y.deep", "ab", "é"] {
-        store.create_namespace(&wh, &ns(path), &Properties::new()).await.unwrap();
+        store.create_namespace(&WriteContext::NONE, &wh, &ns(path), &Properties::new()).await.unwrap();
     }
     let top = store.list_namespaces(&wh, None, &ALL, None).await.unwrap();
     assert_eq!(top.items, vec![ns("B"), ns("a"), ns("ab"), ns("b"), ns("é")]);
@@ -163,7 +164,7 @@ async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
     let wh = warehouse(store, "w").await;
     let names: BTreeSet<String> = (0..23).map(|i| format!("ns{i:02}")).collect();
     for n in &names {
-        store.create_namespace(&wh, &ns(n), &Properties::new()).await.unwrap();
+        store.create_namespace(&WriteContext::NONE, &wh, &ns(n), &Properties::new()).await.unwrap();
     }
     let mut seen = Vec::new();
     let mut after = None;
@@ -178,7 +179,7 @@ async fn pagination_visits_every_namespace_exactly_once(db: TestDatabase) {
         pages += 1;
         if pages == 2 {
             // A namespace created behind the cursor does not disturb the rest of the walk.
-            store.create_namespace(&wh, &ns("ns00a"), &Properties::new()).await.unwrap();
+            store.create_namespace(&WriteContext::NONE, &wh, &ns("ns00a"), &Properties::new()).await.unwrap();
         }
         match page.next_after {
             Some(next) => after = Some(next),
@@ -193,7 +194,7 @@ async fn the_last_full_page_has_no_next_token(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
     for n in ["a", "b", "c", "d"] {
-        store.create_namespace(&wh, &ns(n), &Properties::new()).await.unwrap();
+        store.create_namespace(&WriteContext::NONE, &wh, &ns(n), &Properties::new()).await.unwrap();
     }
     let first = store.list_namespaces(&wh, None, &PageRequest { after: None, limit: Some(2) }, None).await.unwrap();
     assert_eq!(first.next_after.as_deref(), Some("b"));
@@ -207,9 +208,9 @@ async fn namespaces_are_isolated_per_warehouse(db: TestDatabase) {
     let store = &db.store;
     let w1 = warehouse(store, "w1").await;
     let w2 = warehouse(store, "w2").await;
-    store.create_namespace(&w1, &ns("shared"), &props(&[("w", "1")])).await.unwrap();
-    store.create_namespace(&w2, &ns("shared"), &props(&[("w", "2")])).await.unwrap();
-    store.create_namespace(&w2, &ns("only2"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &w1, &ns("shared"), &props(&[("w", "1")])).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &w2, &ns("shared"), &props(&[("w", "2")])).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &w2, &ns("only2"), &Properties::new()).await.unwrap();
     assert_eq!(store.list_namespaces(&w1, None, &ALL, None).await.unwrap().items, vec![ns("shared")]);
     assert_eq!(store.load_namespace(&w2, &ns("shared")).await.unwrap(), Some(props(&[("w", "2")])));
     assert!(!store.namespace_exists(&w1, &ns("only2")).await.unwrap());
@@ -218,9 +219,13 @@ async fn namespaces_are_isolated_per_warehouse(db: TestDatabase) {
 async fn property_updates_report_updated_removed_and_missing(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("a"), &props(&[("keep", "1"), ("drop", "2"), ("change", "3")])).await.unwrap();
+    store
+        .create_namespace(&WriteContext::NONE, &wh, &ns("a"), &props(&[("keep", "1"), ("drop", "2"), ("change", "3")]))
+        .await
+        .unwrap();
     let change = store
         .update_namespace_properties(
+            &WriteContext::NONE,
             &wh,
             &ns("a"),
             &props(&[("change", "33"), ("new", "4")]),
@@ -240,7 +245,10 @@ async fn property_updates_report_updated_removed_and_missing(db: TestDatabase) {
         store.load_namespace(&wh, &ns("a")).await.unwrap(),
         Some(props(&[("keep", "1"), ("change", "33"), ("new", "4")]))
     );
-    let err = store.update_namespace_properties(&wh, &ns("missing"), &Properties::new(), &[]).await.unwrap_err();
+    let err = store
+        .update_namespace_properties(&WriteContext::NONE, &wh, &ns("missing"), &Properties::new(), &[])
+        .await
+        .unwrap_err();
     assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Namespace, .. }), "{err:?}");
 }
 
@@ -248,10 +256,13 @@ async fn many_properties_are_written_in_chunks(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
     let many: Properties = (0..1203).map(|i| (format!("k{i:04}"), format!("v{i}"))).collect();
-    store.create_namespace(&wh, &ns("a"), &many).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &many).await.unwrap();
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 1203);
     let removals: Vec<String> = many.keys().take(700).cloned().collect();
-    let change = store.update_namespace_properties(&wh, &ns("a"), &Properties::new(), &removals).await.unwrap();
+    let change = store
+        .update_namespace_properties(&WriteContext::NONE, &wh, &ns("a"), &Properties::new(), &removals)
+        .await
+        .unwrap();
     assert_eq!(change.removed.len(), 700);
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 503);
 }
@@ -262,9 +273,9 @@ async fn concurrent_creates_of_one_namespace_have_exactly_one_winner(db: TestDat
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let (store, wh) = (store.clone(), wh.clone());
-            tokio::spawn(
-                async move { store.create_namespace(&wh, &ns("race"), &props(&[("by", &i.to_string())])).await },
-            )
+            tokio::spawn(async move {
+                store.create_namespace(&WriteContext::NONE, &wh, &ns("race"), &props(&[("by", &i.to_string())])).await
+            })
         })
         .collect();
     let mut wins = 0;
@@ -282,12 +293,20 @@ async fn concurrent_creates_of_one_namespace_have_exactly_one_winner(db: TestDat
 async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
     let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
     let wh = warehouse(store.as_ref(), "w").await;
-    store.create_namespace(&wh, &ns("a"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &Properties::new()).await.unwrap();
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let (store, wh) = (store.clone(), wh.clone());
             tokio::spawn(async move {
-                store.update_namespace_properties(&wh, &ns("a"), &props(&[(&format!("k{i}"), "v")]), &[]).await
+                store
+                    .update_namespace_properties(
+                        &WriteContext::NONE,
+                        &wh,
+                        &ns("a"),
+                        &props(&[(&format!("k{i}"), "v")]),
+                        &[],
+                    )
+                    .await
             })
         })
         .collect();
@@ -295,6 +314,43 @@ async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
         task.await.unwrap().unwrap();
     }
     assert_eq!(store.load_namespace(&wh, &ns("a")).await.unwrap().unwrap().len(), 16);
+}
+
+fn keyed(principal: &str, key: &str) -> WriteContext {
+    let key = icegate_catalog::idempotency::IdempotencyKey { principal: principal.into(), key: key.into() };
+    let scope = icegate_catalog::idempotency::IdempotencyScope::new(key, "POST /v1/x".into(), "digest".into());
+    WriteContext { idempotency: Some(Arc::new(scope)) }
+}
+
+async fn an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request(db: TestDatabase) {
+    use icegate_catalog::idempotency::Finalized;
+    let store = &db.store;
+    let wh = warehouse(store, "w1").await;
+    let first = keyed("p1", "k1");
+    store.create_namespace(&first, &wh, &ns("a"), &Properties::new()).await.unwrap();
+    let scope = first.idempotency.as_deref().unwrap();
+    let recorded = store.idempotency_record(&scope.key).await.unwrap().expect("recorded with the namespace");
+    assert_eq!(recorded.status, None, "not final until the request answers");
+    // A duplicate with the same key cannot apply again, and cannot fill in the first's row.
+    let duplicate = keyed("p1", "k1");
+    let err = store.create_namespace(&duplicate, &wh, &ns("b"), &Properties::new()).await.unwrap_err();
+    assert!(matches!(err, CatalogError::IdempotencyKeyUsed), "{err:?}");
+    assert!(!store.namespace_exists(&wh, &ns("b")).await.unwrap(), "the duplicate's change did not apply");
+    let dup = duplicate.idempotency.as_deref().unwrap();
+    assert_eq!(store.finalize_idempotency_key(dup, 409, "{}", true).await.unwrap(), Finalized::Taken);
+    assert_eq!(store.finalize_idempotency_key(dup, 200, "{}", false).await.unwrap(), Finalized::NothingRecorded);
+    // The first request fills in exactly its own row.
+    assert_eq!(store.finalize_idempotency_key(scope, 200, "{\"ok\":1}", false).await.unwrap(), Finalized::Filled);
+    let done = store.idempotency_record(&scope.key).await.unwrap().unwrap();
+    assert_eq!((done.status, done.body.as_deref()), (Some(200), Some("{\"ok\":1}")));
+    // A change that does not commit records nothing: its key stays free.
+    let failed = keyed("p1", "k2");
+    store.create_namespace(&failed, &wh, &ns("a"), &Properties::new()).await.unwrap_err();
+    let failed = failed.idempotency.as_deref().unwrap();
+    assert!(store.idempotency_record(&failed.key).await.unwrap().is_none());
+    assert_eq!(store.finalize_idempotency_key(failed, 409, "{}", true).await.unwrap(), Finalized::Inserted);
+    // Another principal's key of the same value is another key.
+    store.create_namespace(&keyed("p2", "k1"), &wh, &ns("c"), &Properties::new()).await.unwrap();
 }
 
 async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -> Result<String, CatalogError> {
@@ -309,16 +365,19 @@ async fn table_with(
     extra_locations: &[String],
 ) -> Result<String, CatalogError> {
     store
-        .create_tabular(&NewTabular {
-            warehouse_id: wh,
-            namespace: &ns("db"),
-            name,
-            kind: TabularKind::Table,
-            location,
-            extra_locations,
-            metadata_location: &format!("{location}/metadata/00000-x.metadata.json"),
-            metadata: "{}",
-        })
+        .create_tabular(
+            &WriteContext::NONE,
+            &NewTabular {
+                warehouse_id: wh,
+                namespace: &ns("db"),
+                name,
+                kind: TabularKind::Table,
+                location,
+                extra_locations,
+                metadata_location: &format!("{location}/metadata/00000-x.metadata.json"),
+                metadata: "{}",
+            },
+        )
         .await
 }
 
@@ -339,7 +398,7 @@ fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataS
 async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let data = vec!["file:///w/shared/a-data".to_owned()];
     let a = table_with(store, &wh, "a", "file:///w/db/a", &data).await.unwrap();
     // Another table may not put its base or its data path into a's data path, or around it.
@@ -357,7 +416,7 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     let mut moving = swap(&b, &wh, "b", v0, "v1");
     moving.extra_locations = vec!["file:///w/shared/a-data/stolen".to_owned()];
     moving.locations_changed = true;
-    let err = store.swap_metadata(&[moving]).await.unwrap_err();
+    let err = store.swap_metadata(&WriteContext::NONE, &[moving]).await.unwrap_err();
     assert!(matches!(err, CatalogError::BadRequest(_)), "{err:?}");
     // Moving its data path and its base elsewhere does not free the old ones: b's current
     // snapshot may still have files there, so they stay b's (checked, purged, vended) while b
@@ -366,7 +425,7 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     moving.extra_locations = vec!["file:///w/shared/b-data-2".to_owned()];
     moving.location = "file:///w/db/b-moved".to_owned();
     moving.locations_changed = true;
-    assert_eq!(store.swap_metadata(&[moving]).await.unwrap(), SwapOutcome::Applied);
+    assert_eq!(store.swap_metadata(&WriteContext::NONE, &[moving]).await.unwrap(), SwapOutcome::Applied);
     for (name, base, extra) in
         [("c1", "file:///w/db/c1", vec!["file:///w/shared/b-data".to_owned()]), ("c2", "file:///w/db/b", vec![])]
     {
@@ -376,11 +435,13 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     let recorded: BTreeSet<String> = store.recorded_locations(&b).await.unwrap().into_iter().collect();
     let expected = ["file:///w/db/b", "file:///w/db/b-moved", "file:///w/shared/b-data", "file:///w/shared/b-data-2"];
     assert_eq!(recorded, expected.iter().map(|l| l.to_string()).collect());
-    let dropped = store.drop_tabular(&wh, &ns("db"), "b", TabularKind::Table).await.unwrap().unwrap();
+    let dropped =
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "b", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(dropped.extra_locations.len(), 3, "{dropped:?}");
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
     // Dropping a table releases its extra locations, and says which they were (for a purge).
-    let dropped = store.drop_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
+    let dropped =
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(dropped.extra_locations, ["file:///w/shared/a-data"]);
     let _ = a;
     table_with(store, &wh, "d", "file:///w/shared/a-data", &[]).await.unwrap();
@@ -407,7 +468,7 @@ async fn a_storage_profile_update_bumps_the_version(db: TestDatabase) {
 async fn table_locations_may_not_overlap(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     table(store, &wh, "a", "file:///w/db/a").await.unwrap();
     for (name, location) in
         [("same", "file:///w/db/a"), ("inside", "file:///w/db/a/deeper"), ("around", "file:///w/db")]
@@ -427,12 +488,18 @@ async fn table_locations_may_not_overlap(db: TestDatabase) {
 async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
     let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
-    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap(), SwapOutcome::Applied);
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v1")]).await.unwrap(),
+        SwapOutcome::Applied
+    );
     // A stale expectation loses and changes nothing.
-    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(), SwapOutcome::Conflict(0));
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(),
+        SwapOutcome::Conflict(0)
+    );
     let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(row.metadata_location, "v1");
     assert_eq!(row.metadata, "{\"v\": \"v1\"}");
@@ -442,45 +509,63 @@ async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
 async fn a_multi_table_swap_is_all_or_nothing(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let a = table(store, &wh, "a", "file:///w/db/a").await.unwrap();
     let b = table(store, &wh, "b", "file:///w/db/b").await.unwrap();
     let a0 = "file:///w/db/a/metadata/00000-x.metadata.json";
     let b0 = "file:///w/db/b/metadata/00000-x.metadata.json";
-    let outcome =
-        store.swap_metadata(&[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", "stale", "b1")]).await.unwrap();
+    let outcome = store
+        .swap_metadata(&WriteContext::NONE, &[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", "stale", "b1")])
+        .await
+        .unwrap();
     assert_eq!(outcome, SwapOutcome::Conflict(1));
     let row = store.load_tabular(&wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(row.metadata_location, a0, "a was rolled back with b");
-    let outcome = store.swap_metadata(&[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", b0, "b1")]).await.unwrap();
+    let outcome = store
+        .swap_metadata(&WriteContext::NONE, &[swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", b0, "b1")])
+        .await
+        .unwrap();
     assert_eq!(outcome, SwapOutcome::Applied);
 }
 
 async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
-    store.create_namespace(&wh, &ns("other"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("other"), &Properties::new()).await.unwrap();
     table(store, &wh, "t", "file:///w/db/t").await.unwrap();
     table(store, &wh, "u", "file:///w/db/u").await.unwrap();
-    let err = store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u")).await.unwrap_err();
+    let err = store
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
-    store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("other"), "moved")).await.unwrap();
+    store
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("other"), "moved"))
+        .await
+        .unwrap();
     assert!(store.load_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_some());
-    let err = store.drop_namespace(&wh, &ns("other")).await.unwrap_err();
+    let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("other")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
-    let dropped = store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().unwrap();
+    let dropped =
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(dropped.tabular.location, "file:///w/db/t");
     assert!(dropped.extra_locations.is_empty());
-    assert!(store.drop_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_none());
-    store.drop_namespace(&wh, &ns("other")).await.unwrap();
+    assert!(
+        store
+            .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("other")).await.unwrap();
 }
 
 /// Heads (kept in memory on SQLite) follow every write: swaps, renames, drops, re-creates.
 async fn heads_follow_every_write(db: TestDatabase) {
     let store = &db.store;
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let head = |name: &'static str| {
         let wh = wh.clone();
         async move { store.load_tabular_head(&wh, &ns("db"), name, TabularKind::Table).await.unwrap() }
@@ -490,14 +575,20 @@ async fn heads_follow_every_write(db: TestDatabase) {
     for _ in 0..2 {
         assert_eq!(head("t").await.unwrap().metadata_location, v0);
     }
-    store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
+    store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
     assert_eq!(head("t").await.unwrap().metadata_location, "v1");
-    assert_eq!(store.swap_metadata(&[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(), SwapOutcome::Conflict(0));
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v2")]).await.unwrap(),
+        SwapOutcome::Conflict(0)
+    );
     assert_eq!(head("t").await.unwrap().metadata_location, "v1");
-    store.rename_tabular(&wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u")).await.unwrap();
+    store
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .await
+        .unwrap();
     assert!(head("t").await.is_none());
     assert_eq!(head("u").await.unwrap().id, id);
-    store.drop_tabular(&wh, &ns("db"), "u", TabularKind::Table).await.unwrap().unwrap();
+    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "u", TabularKind::Table).await.unwrap().unwrap();
     assert!(head("u").await.is_none());
     let again = table(store, &wh, "u", "file:///w/db/u2").await.unwrap();
     assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");
@@ -512,13 +603,13 @@ async fn sqlite_loads_read_in_place(db: TestDatabase) {
         return;
     }
     let wh = warehouse(store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
     let before = store.in_place_reads().expect("a database file is read in place");
     let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
     let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!((row.id.as_str(), row.metadata_location.as_str()), (id.as_str(), v0));
-    store.swap_metadata(&[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
+    store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
     let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
     assert_eq!(row.metadata_location, "v1");
     assert!(store.load_tabular(&wh, &ns("db"), "missing", TabularKind::Table).await.unwrap().is_none());
@@ -532,7 +623,7 @@ async fn sqlite_loads_read_in_place(db: TestDatabase) {
 async fn heads_stay_current_under_concurrent_swaps(db: TestDatabase) {
     let store = db.store.clone();
     let wh = warehouse(&store, "w").await;
-    store.create_namespace(&wh, &ns("db"), &Properties::new()).await.unwrap();
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
     let id = table(&store, &wh, "t", "file:///w/db/t").await.unwrap();
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut readers = Vec::new();
@@ -557,8 +648,10 @@ async fn heads_stay_current_under_concurrent_swaps(db: TestDatabase) {
                     assert!(attempts < 5_000, "writer {writer} keeps losing: a stale head?");
                     let head = store.load_tabular_head(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
                     let next = format!("w{writer}-{n}");
-                    let outcome =
-                        store.swap_metadata(&[swap(&id, &wh, "t", &head.metadata_location, &next)]).await.unwrap();
+                    let outcome = store
+                        .swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", &head.metadata_location, &next)])
+                        .await
+                        .unwrap();
                     if outcome == SwapOutcome::Applied {
                         break;
                     }
@@ -633,6 +726,7 @@ store_tests!(
     heads_follow_every_write,
     heads_stay_current_under_concurrent_swaps,
     sqlite_loads_read_in_place,
+    an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one

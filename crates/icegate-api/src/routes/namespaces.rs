@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Path, Query};
+use crate::extract::{Context, Json, Path, Query};
 use crate::models::{
     CreateNamespaceRequest, CreateNamespaceResponse, GetNamespaceResponse, ListNamespacesQuery, ListNamespacesResponse,
     Namespace, NamespacePath, PageToken, PrefixPath, UpdateNamespacePropertiesRequest,
@@ -66,11 +66,12 @@ pub async fn list_namespaces(
 )]
 pub async fn create_namespace(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Json(request): Json<CreateNamespaceRequest>,
 ) -> Result<Json<CreateNamespaceResponse>, ApiError> {
     let (namespace, properties) =
-        state.catalog.create_namespace(&prefix, request.namespace.0, request.properties).await?;
+        state.catalog.create_namespace(&ctx, &prefix, request.namespace.0, request.properties).await?;
     Ok(Json(CreateNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
 }
 
@@ -135,9 +136,10 @@ pub async fn namespace_exists(
 )]
 pub async fn drop_namespace(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.drop_namespace(&prefix, &namespace).await?;
+    state.catalog.drop_namespace(&ctx, &prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -159,11 +161,12 @@ pub async fn drop_namespace(
 )]
 pub async fn update_properties(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Json(request): Json<UpdateNamespacePropertiesRequest>,
 ) -> Result<Json<UpdateNamespacePropertiesResponse>, ApiError> {
     let change =
-        state.catalog.update_namespace_properties(&prefix, &namespace, request.updates, request.removals).await?;
+        state.catalog.update_namespace_properties(&ctx, &prefix, &namespace, request.updates, request.removals).await?;
     Ok(Json(UpdateNamespacePropertiesResponse {
         updated: change.updated,
         removed: change.removed,

@@ -308,11 +308,12 @@ pub async fn update_table(
 )]
 pub async fn drop_table(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Query(query): Query<DropTableQuery>,
 ) -> Result<StatusCode, ApiError> {
     let purge = query.purge().map_err(ApiError::bad_request)?;
-    state.catalog.drop_table(&prefix, &namespace, &table, purge).await?;
+    state.catalog.drop_table(&ctx, &prefix, &namespace, &table, purge).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -160,9 +160,10 @@ pub async fn replace_view(
 )]
 pub async fn drop_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.drop_view(&prefix, &namespace, &view).await?;
+    state.catalog.drop_view(&ctx, &prefix, &namespace, &view).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use async_trait::async_trait;
-use icegate_catalog::idempotency::{IdempotencyKey, IdempotencyRecord};
+use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
@@ -100,8 +100,8 @@ impl CatalogStore for FaultyStore {
     async fn delete_warehouse(&self, n: &WarehouseName) -> Result<()> {
         self.inner.delete_warehouse(n).await
     }
-    async fn create_namespace(&self, w: &str, ns: &NamespaceIdent, p: &Properties) -> Result<()> {
-        self.inner.create_namespace(w, ns, p).await
+    async fn create_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent, p: &Properties) -> Result<()> {
+        self.inner.create_namespace(x, w, ns, p).await
     }
     async fn list_namespaces(
         &self,
@@ -118,31 +118,30 @@ impl CatalogStore for FaultyStore {
     async fn namespace_exists(&self, w: &str, ns: &NamespaceIdent) -> Result<bool> {
         self.inner.namespace_exists(w, ns).await
     }
-    async fn drop_namespace(&self, w: &str, ns: &NamespaceIdent) -> Result<()> {
-        self.inner.drop_namespace(w, ns).await
+    async fn drop_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent) -> Result<()> {
+        self.inner.drop_namespace(x, w, ns).await
     }
     async fn update_namespace_properties(
         &self,
+        x: &WriteContext,
         w: &str,
         ns: &NamespaceIdent,
         updates: &Properties,
         removals: &[String],
     ) -> Result<PropertiesChange> {
-        self.inner.update_namespace_properties(w, ns, updates, removals).await
+        self.inner.update_namespace_properties(x, w, ns, updates, removals).await
     }
     async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         self.inner.idempotency_record(key).await
     }
     async fn finalize_idempotency_key(
         &self,
-        key: &IdempotencyKey,
-        operation: &str,
-        digest: &str,
+        scope: &IdempotencyScope,
         status: u16,
         body: &str,
-        reserved: bool,
-    ) -> Result<bool> {
-        self.inner.finalize_idempotency_key(key, operation, digest, status, body, reserved).await
+        keep_unreserved: bool,
+    ) -> Result<Finalized> {
+        self.inner.finalize_idempotency_key(scope, status, body, keep_unreserved).await
     }
     async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<()> {
         self.inner.delete_idempotency_key(key).await
@@ -150,8 +149,8 @@ impl CatalogStore for FaultyStore {
     async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64> {
         self.inner.delete_idempotency_keys_before(before_ms).await
     }
-    async fn create_tabular(&self, t: &NewTabular<'_>) -> Result<String> {
-        self.inner.create_tabular(t).await
+    async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
+        self.inner.create_tabular(x, t).await
     }
     async fn load_tabular(&self, w: &str, ns: &NamespaceIdent, n: &str, k: TabularKind) -> Result<Option<Tabular>> {
         self.reachable()?;
@@ -167,11 +166,11 @@ impl CatalogStore for FaultyStore {
         self.reachable()?;
         self.inner.load_tabular_head(w, ns, n, k).await
     }
-    async fn swap_metadata(&self, swaps: &[MetadataSwap]) -> Result<SwapOutcome> {
+    async fn swap_metadata(&self, x: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome> {
         match self.take() {
-            Fault::None => self.inner.swap_metadata(swaps).await,
+            Fault::None => self.inner.swap_metadata(x, swaps).await,
             Fault::FailAfterApplying => {
-                assert_eq!(self.inner.swap_metadata(swaps).await?, SwapOutcome::Applied);
+                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
                 Err(broken())
             }
             Fault::FailBeforeApplying => Err(broken()),
@@ -182,8 +181,15 @@ impl CatalogStore for FaultyStore {
             Fault::ConflictOnce => Ok(SwapOutcome::Conflict(0)),
         }
     }
-    async fn drop_tabular(&self, w: &str, ns: &NamespaceIdent, n: &str, k: TabularKind) -> Result<Option<Dropped>> {
-        self.inner.drop_tabular(w, ns, n, k).await
+    async fn drop_tabular(
+        &self,
+        x: &WriteContext,
+        w: &str,
+        ns: &NamespaceIdent,
+        n: &str,
+        k: TabularKind,
+    ) -> Result<Option<Dropped>> {
+        self.inner.drop_tabular(x, w, ns, n, k).await
     }
     async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
         self.inner.recorded_locations(id).await
@@ -193,12 +199,13 @@ impl CatalogStore for FaultyStore {
     }
     async fn rename_tabular(
         &self,
+        x: &WriteContext,
         w: &str,
         k: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
     ) -> Result<()> {
-        self.inner.rename_tabular(w, k, from, to).await
+        self.inner.rename_tabular(x, w, k, from, to).await
     }
     async fn list_tabulars(
         &self,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icegate_api::HttpOptions;
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
@@ -185,7 +186,7 @@ impl CatalogStore for BrokenStore {
     async fn delete_warehouse(&self, _: &WarehouseName) -> Result<()> {
         self.fail().await
     }
-    async fn create_namespace(&self, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
+    async fn create_namespace(&self, _: &WriteContext, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
         self.fail().await
     }
     async fn list_namespaces(
@@ -203,11 +204,12 @@ impl CatalogStore for BrokenStore {
     async fn namespace_exists(&self, _: &str, _: &NamespaceIdent) -> Result<bool> {
         self.fail().await
     }
-    async fn drop_namespace(&self, _: &str, _: &NamespaceIdent) -> Result<()> {
+    async fn drop_namespace(&self, _: &WriteContext, _: &str, _: &NamespaceIdent) -> Result<()> {
         self.fail().await
     }
     async fn update_namespace_properties(
         &self,
+        _: &WriteContext,
         _: &str,
         _: &NamespaceIdent,
         _: &Properties,
@@ -223,13 +225,11 @@ impl CatalogStore for BrokenStore {
     }
     async fn finalize_idempotency_key(
         &self,
-        _: &icegate_catalog::idempotency::IdempotencyKey,
-        _: &str,
-        _: &str,
+        _: &icegate_catalog::idempotency::IdempotencyScope,
         _: u16,
         _: &str,
         _: bool,
-    ) -> Result<bool> {
+    ) -> Result<icegate_catalog::idempotency::Finalized> {
         self.fail().await
     }
     async fn delete_idempotency_key(&self, _: &icegate_catalog::idempotency::IdempotencyKey) -> Result<()> {
@@ -238,16 +238,23 @@ impl CatalogStore for BrokenStore {
     async fn delete_idempotency_keys_before(&self, _: i64) -> Result<u64> {
         self.fail().await
     }
-    async fn create_tabular(&self, _: &NewTabular<'_>) -> Result<String> {
+    async fn create_tabular(&self, _: &WriteContext, _: &NewTabular<'_>) -> Result<String> {
         self.fail().await
     }
     async fn load_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Tabular>> {
         self.fail().await
     }
-    async fn swap_metadata(&self, _: &[MetadataSwap]) -> Result<SwapOutcome> {
+    async fn swap_metadata(&self, _: &WriteContext, _: &[MetadataSwap]) -> Result<SwapOutcome> {
         self.fail().await
     }
-    async fn drop_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Dropped>> {
+    async fn drop_tabular(
+        &self,
+        _: &WriteContext,
+        _: &str,
+        _: &NamespaceIdent,
+        _: &str,
+        _: TabularKind,
+    ) -> Result<Option<Dropped>> {
         self.fail().await
     }
     async fn check_locations_free(&self, _: &str, _: &[String], _: Option<&str>) -> Result<()> {
@@ -258,6 +265,7 @@ impl CatalogStore for BrokenStore {
     }
     async fn rename_tabular(
         &self,
+        _: &WriteContext,
         _: &str,
         _: TabularKind,
         _: (&NamespaceIdent, &str),

@@ -122,7 +122,7 @@ impl Catalog {
         let all: Vec<String> = std::iter::once(base).chain(extra).collect();
         self.check_placement(ctx, warehouse, &change.table.namespace, &all).await?;
         let metadata_json = to_json(&metadata)?;
-        self.persist_new_table(warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
+        self.persist_new_table(ctx, warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
             CatalogError::AlreadyExists(_) => {
                 CatalogError::CommitFailed(format!("{} was created concurrently (assert-create failed)", change.table))
             }

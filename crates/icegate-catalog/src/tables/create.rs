@@ -64,9 +64,9 @@ impl Catalog {
                 warehouse,
             });
         }
-        let catalog = self.clone();
-        crate::idempotency::detached(async move {
-            catalog.persist_new_table(&warehouse, &table, &metadata, metadata_json).await
+        let (catalog, ctx) = (self.clone(), ctx.clone());
+        crate::tasks::detached(async move {
+            catalog.persist_new_table(&ctx, &warehouse, &table, &metadata, metadata_json).await
         })
         .await?
     }
@@ -75,6 +75,7 @@ impl Catalog {
     /// the insert fails.
     pub(crate) async fn persist_new_table(
         &self,
+        ctx: &RequestContext,
         warehouse: &Warehouse,
         table: &TableIdent,
         metadata: &TableMetadata,
@@ -94,16 +95,19 @@ impl Catalog {
         }
         let created = self
             .store()
-            .create_tabular(&NewTabular {
-                warehouse_id: &warehouse.id,
-                namespace: &table.namespace,
-                name: &table.name,
-                kind: TabularKind::Table,
-                location: &location,
-                extra_locations: &extra_locations,
-                metadata_location: &metadata_location,
-                metadata: &metadata_json,
-            })
+            .create_tabular(
+                &ctx.write(),
+                &NewTabular {
+                    warehouse_id: &warehouse.id,
+                    namespace: &table.namespace,
+                    name: &table.name,
+                    kind: TabularKind::Table,
+                    location: &location,
+                    extra_locations: &extra_locations,
+                    metadata_location: &metadata_location,
+                    metadata: &metadata_json,
+                },
+            )
             .await;
         let id = match created {
             Ok(id) => id,

@@ -1,6 +1,7 @@
 //! dropTable, and purge: exactly the locations the catalog recorded for the table.
 
 use super::TableIdent;
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
 use crate::storage::TableLocations;
@@ -9,12 +10,19 @@ use crate::store::TabularKind;
 impl Catalog {
     /// dropTable; with `purge`, every file below the table's location goes too (and nothing
     /// outside it).
-    pub async fn drop_table(&self, prefix: &str, namespace: &str, name: &str, purge: bool) -> Result<()> {
+    pub async fn drop_table(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        purge: bool,
+    ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let dropped = self
             .store()
-            .drop_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(&table))?;
         if purge {

@@ -69,7 +69,7 @@ impl Catalog {
                 extra_locations,
                 locations_changed: true,
             };
-            return match self.store().swap_metadata(&[swap]).await? {
+            return match self.store().swap_metadata(&ctx.write(), &[swap]).await? {
                 SwapOutcome::Applied => Ok(TableResult {
                     id: Some(existing.id),
                     metadata_location: Some(metadata_location.to_owned()),
@@ -84,16 +84,19 @@ impl Catalog {
         }
         let id = self
             .store()
-            .create_tabular(&NewTabular {
-                warehouse_id: &warehouse.id,
-                namespace: &table.namespace,
-                name: &table.name,
-                kind: TabularKind::Table,
-                location: &location,
-                extra_locations: &extra_locations,
-                metadata_location,
-                metadata: &metadata_json,
-            })
+            .create_tabular(
+                &ctx.write(),
+                &NewTabular {
+                    warehouse_id: &warehouse.id,
+                    namespace: &table.namespace,
+                    name: &table.name,
+                    kind: TabularKind::Table,
+                    location: &location,
+                    extra_locations: &extra_locations,
+                    metadata_location,
+                    metadata: &metadata_json,
+                },
+            )
             .await?;
         Ok(TableResult {
             id: Some(id),

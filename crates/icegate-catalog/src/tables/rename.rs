@@ -56,6 +56,8 @@ impl Catalog {
                 }
             }
         }
-        self.store().rename_tabular(&warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name)).await
+        self.store()
+            .rename_tabular(&ctx.write(), &warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name))
+            .await
     }
 }
