@@ -6,6 +6,7 @@ vended credentials, and warehouse admins; every test judges by effects at the st
 """
 
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -111,10 +112,21 @@ def namespace_securable(warehouse, namespace):
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("security")
-    process, moto = start_moto(workdir)
+@contextlib.contextmanager
+def running_lab(workdir, moto_env=None):
+    """The lab's processes, stopped when the block ends. `moto_env`: extra environment of moto
+    (S3_IGNORE_SUBDOMAIN_BUCKETNAME=true makes it a path-style-only store, as MinIO without
+    MINIO_DOMAIN and Ceph RGW without rgw_dns_name are)."""
+    saved = {k: os.environ.get(k) for k in (moto_env or {})}
+    os.environ.update(moto_env or {})
+    try:
+        process, moto = start_moto(workdir)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     front_port = free_port()
     front = serve(front_port, moto.port)
     threading.Thread(target=front.serve_forever, daemon=True).start()
@@ -124,7 +136,7 @@ def lab(tmp_path_factory):
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
         "ICEGATE__SECRETS__ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode(),
-        "ICEGATE__STORAGE__ALLOWED_ENDPOINTS": json.dumps([front_endpoint]),
+        "ICEGATE__STORAGE__ALLOWED_ENDPOINTS": json.dumps([front_endpoint, f"http://localhost:{front_port}"]),
     }
     server = Server(workdir, [], env).start()
     try:
@@ -146,3 +158,9 @@ def lab(tmp_path_factory):
         front.shutdown()
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with running_lab(tmp_path_factory.mktemp("security")) as running:
+        yield running

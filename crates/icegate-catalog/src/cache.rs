@@ -12,8 +12,9 @@
 //!   delete through this replica drops the warehouse at once, other replicas see it within the
 //!   TTL (credentials they vend meanwhile are those of the old profile, which stays valid for
 //!   the credential's lifetime anyway);
-//! - a table's recorded locations by metadata file (`Catalog::table_locations`): no TTL; a
-//!   location set only changes with a commit, which writes a new metadata file (a new key);
+//! - a table's recorded locations by table id and metadata file (`Catalog::table_locations`):
+//!   no TTL; a location set only changes with a commit, which writes a new metadata file (a new
+//!   key), and a file registered again as another table has another id;
 //! - authorization holdings and principal existence (`access::Authorizer`): the configured
 //!   `auth.authorization_cache_ttl`, never past a grant's expiry; every change of principals,
 //!   roles, memberships or grants through this replica clears it, other replicas see it

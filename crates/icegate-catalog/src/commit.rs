@@ -116,14 +116,13 @@ impl Catalog {
                 Staging::Swap(staged) => staged,
             };
             for commit in staged.iter().filter(|s| !s.new_locations.is_empty()) {
-                self.check_placement(ctx, warehouse, &commit.ident.namespace, &commit.new_locations).await?;
+                let ident = &commit.ident;
+                self.check_placement(ctx, warehouse, &ident.namespace, &commit.new_locations).await?;
+                let id = commit.swap.as_ref().map(|swap| swap.id.as_str());
+                let tabular = (&ident.namespace, ident.name.as_str());
+                self.store().check_locations_free(&warehouse.id, tabular, &commit.new_locations, id).await?;
             }
             let swaps: Vec<&MetadataSwap> = staged.iter().filter_map(|s| s.swap.as_ref()).collect();
-            for swap in swaps.iter().filter(|swap| swap.locations_changed) {
-                let all: Vec<String> =
-                    std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()).collect();
-                self.store().check_locations_free(&warehouse.id, &all, Some(&swap.id)).await?;
-            }
             for (index, swap) in swaps.iter().enumerate() {
                 if let Err(err) =
                     self.files().write_new(warehouse, &swap.metadata_location, swap.metadata.clone().into_bytes()).await

@@ -40,9 +40,12 @@ pub struct Catalog {
     vendor: Option<Arc<dyn CredentialVendor>>,
     /// Warehouses by `/v1` prefix, for [`WAREHOUSE_CACHE_TTL`] (see [`crate::cache`]).
     warehouses: Arc<TtlCache<String, Warehouse>>,
-    /// Table locations by metadata file: a metadata file never changes, so entries never go
-    /// stale (the cache is only bounded).
-    locations: Arc<TtlCache<String, crate::storage::TableLocations>>,
+    /// Table locations by table id and metadata file: the recorded set only changes with a
+    /// commit, which writes a new metadata file, so entries never go stale (the cache is only
+    /// bounded). The id is part of the key because a metadata file is not one table's alone: a
+    /// dropped table's file can be registered again as another table, which records other
+    /// locations.
+    locations: Arc<TtlCache<(String, String), crate::storage::TableLocations>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
@@ -134,7 +137,8 @@ impl Catalog {
     /// once per metadata file: the recorded set changes only with a commit, which makes a new one.
     pub async fn table_locations(&self, result: &crate::tables::TableResult) -> Result<crate::storage::TableLocations> {
         let (Some(file), Some(id)) = (&result.metadata_location, &result.id) else { return result.locations() };
-        if let Some(found) = self.locations.get(file, |_| true) {
+        let key = (id.clone(), file.clone());
+        if let Some(found) = self.locations.get(&key, |_| true) {
             return Ok(found);
         }
         let (generation, read_at) = (self.locations.generation(), std::time::Instant::now());
@@ -142,7 +146,7 @@ impl Catalog {
         let locations = crate::storage::TableLocations::new(
             recorded.into_iter().chain(result.locations()?.as_slice().iter().cloned()),
         );
-        self.locations.offer(generation, file.clone(), locations.clone(), read_at);
+        self.locations.offer(generation, key, locations.clone(), read_at);
         Ok(locations)
     }
 

@@ -255,14 +255,30 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// Every location recorded for a table or view: its base location and every other location
     /// it owns (current extra locations and those it moved away from).
     async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>>;
-    /// Fails with `BadRequest` when one of `locations` equals, lies inside or contains a location
-    /// of another table or view of the warehouse (not `exclude_id`). Read-only: callers that
-    /// then insert or swap get the same check again, atomically with the write.
+    /// Fails with `BadRequest` when one of `locations`, of the table or view `(namespace, name)`,
+    /// equals, lies inside or contains a location of another table or view of the warehouse (not
+    /// `exclude_id`) or of another unexpired staged create, or the directory of another
+    /// namespace than `namespace` and its ancestors. Read-only: callers that then insert or swap get the
+    /// same checks again, atomically with the write.
     async fn check_locations_free(
         &self,
         warehouse_id: &str,
+        tabular: (&NamespaceIdent, &str),
         locations: &[String],
         exclude_id: Option<&str>,
+    ) -> Result<()>;
+    /// Reserves the locations of a staged create of `namespace.name` until `until_ms` (when the
+    /// credentials vended for them expire), once they pass the checks of
+    /// [`check_locations_free`](Self::check_locations_free), atomically. Other tables, views,
+    /// staged creates and namespaces cannot be placed there meanwhile; the create of the same
+    /// name may, and removes the reservation.
+    async fn reserve_locations(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        locations: &[String],
+        until_ms: i64,
     ) -> Result<()>;
     /// Moves a table or view to another name, possibly in another namespace of the warehouse.
     /// `NotFound` (the source, or the target namespace), `AlreadyExists` (the target name).

@@ -137,7 +137,8 @@ impl Catalog {
         self.check_size("document", metadata_json.len())?;
         if write_file {
             // Before the file is written: no file lands in another table's or view's directory.
-            self.store().check_locations_free(&warehouse.id, &[location.to_owned()], None).await?;
+            let locations = [location.to_owned()];
+            self.store().check_locations_free(&warehouse.id, (&view.namespace, &view.name), &locations, None).await?;
             self.files().write_new(warehouse, metadata_location, metadata_json.clone().into_bytes()).await?;
         }
         let created = self

@@ -241,18 +241,47 @@ pub(crate) fn service_hosts(endpoint: Option<&str>, region: &str) -> Result<Vec<
     Ok(hosts.into_iter().flat_map(|h| [(h.clone(), 443), (h, 80)]).collect())
 }
 
+/// How a store reads the bucket from a request: AWS's own hosts read both forms alike; another
+/// endpoint reads exactly the form its profile says (a path-style-only store would read a
+/// virtual-hosted URI's first path segment as the bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Addressing {
+    Either,
+    PathStyle,
+    VirtualHosted,
+}
+
+impl Addressing {
+    pub(crate) fn of(endpoint: Option<&str>, path_style_access: bool) -> Self {
+        match (endpoint, path_style_access) {
+            (None, _) => Self::Either,
+            (Some(_), true) => Self::PathStyle,
+            (Some(_), false) => Self::VirtualHosted,
+        }
+    }
+}
+
 /// Splits a request URI into the object key (empty for the bucket) and its query, checking that
 /// it addresses exactly this warehouse's bucket: virtual-hosted (`<bucket>.<service host>`) or
-/// path-style (`<service host>/<bucket>/...`), on one of `hosts`. Nothing is matched by
-/// suffix, so `lake.x.s3...` (bucket `lake.x`) is not bucket `lake`.
-pub(crate) fn locate(bucket: &str, hosts: &[(String, u16)], uri: &url::Url) -> Result<(String, Vec<(String, String)>)> {
+/// path-style (`<service host>/<bucket>/...`) as `addressing` allows, on one of `hosts`. Nothing
+/// is matched by suffix, so `lake.x.s3...` (bucket `lake.x`) is not bucket `lake`. A query
+/// parameter given twice is refused: the store may act on another value than the one checked.
+pub(crate) fn locate(
+    bucket: &str,
+    hosts: &[(String, u16)],
+    addressing: Addressing,
+    uri: &url::Url,
+) -> Result<(String, Vec<(String, String)>)> {
     let host = uri.host_str().ok_or_else(|| CatalogError::bad_request("the request URI has no host"))?;
     let port = uri.port_or_known_default().unwrap_or(0);
     let path = uri.path();
-    let virtual_hosted = hosts.iter().any(|(service, p)| *p == port && host == format!("{bucket}.{service}"));
+    let virtual_hosted = addressing != Addressing::PathStyle
+        && hosts.iter().any(|(service, p)| *p == port && host == format!("{bucket}.{service}"));
+    let path_style =
+        addressing != Addressing::VirtualHosted && hosts.iter().any(|(service, p)| *p == port && host == service);
     let raw_key = if virtual_hosted {
         path.strip_prefix('/').unwrap_or(path).to_owned()
-    } else if hosts.iter().any(|(service, p)| *p == port && host == service) {
+    } else if path_style {
         let rest = path
             .strip_prefix('/')
             .and_then(|p| p.strip_prefix(bucket))
@@ -266,7 +295,11 @@ pub(crate) fn locate(bucket: &str, hosts: &[(String, u16)], uri: &url::Url) -> R
         .decode_utf8()
         .map_err(|_| CatalogError::bad_request("the object key is not UTF-8"))?
         .into_owned();
-    let query = uri.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let query: Vec<(String, String)> = uri.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let mut seen = std::collections::HashSet::new();
+    if let Some((twice, _)) = query.iter().find(|(k, _)| !seen.insert(k.to_ascii_lowercase())) {
+        return Err(refuse(format!("the query parameter {twice} is given more than once")));
+    }
     Ok((key, query))
 }
 
@@ -369,7 +402,8 @@ pub(crate) fn check_and_sign(
 ) -> Result<(SignResult, Operation)> {
     let uri = canonical_uri(&request.uri)?;
     let hosts = service_hosts(access.profile.endpoint.as_deref(), &access.profile.region)?;
-    let (key, query) = locate(&access.bucket, &hosts, &uri)?;
+    let addressing = Addressing::of(access.profile.endpoint.as_deref(), access.profile.path_style_access);
+    let (key, query) = locate(&access.bucket, &hosts, addressing, &uri)?;
     let mut headers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (name, values) in &request.headers {
         headers.entry(name.to_ascii_lowercase()).or_default().extend(values.iter().cloned());
@@ -525,7 +559,7 @@ mod tests {
     fn only_the_exact_bucket_on_the_exact_endpoint_is_located() {
         let aws = service_hosts(None, "us-east-1").unwrap();
         let parse = |u: &str| url::Url::parse(u).unwrap();
-        let key = |u: &str| locate("lake", &aws, &parse(u)).map(|(k, _)| k);
+        let key = |u: &str| locate("lake", &aws, Addressing::Either, &parse(u)).map(|(k, _)| k);
         assert_eq!(key("https://lake.s3.amazonaws.com/wh/t/x").unwrap(), "wh/t/x");
         assert_eq!(key("https://lake.s3.us-east-1.amazonaws.com/wh/t/x").unwrap(), "wh/t/x");
         assert_eq!(key("https://s3.us-east-1.amazonaws.com/lake/wh/t/x").unwrap(), "wh/t/x");
@@ -543,9 +577,25 @@ mod tests {
             assert!(key(other).is_err(), "{other} was located in bucket lake");
         }
         let minio = service_hosts(Some("http://127.0.0.1:9000"), "us-east-1").unwrap();
-        assert_eq!(locate("lake", &minio, &parse("http://127.0.0.1:9000/lake/wh/t")).unwrap().0, "wh/t");
-        assert!(locate("lake", &minio, &parse("http://127.0.0.1:9001/lake/wh/t")).is_err());
-        assert!(locate("lake", &minio, &parse("http://127.0.0.2:9000/lake/wh/t")).is_err());
+        let path = Addressing::of(Some("http://127.0.0.1:9000"), true);
+        assert_eq!(locate("lake", &minio, path, &parse("http://127.0.0.1:9000/lake/wh/t")).unwrap().0, "wh/t");
+        assert!(locate("lake", &minio, path, &parse("http://127.0.0.1:9001/lake/wh/t")).is_err());
+        assert!(locate("lake", &minio, path, &parse("http://127.0.0.2:9000/lake/wh/t")).is_err());
+        assert!(key("https://s3.amazonaws.com/lake?prefix=wh/t/&prefix=other/").is_err(), "a parameter given twice");
+        assert!(key("https://s3.amazonaws.com/lake?prefix=wh/t/&Prefix=other/").is_err(), "in any case");
+    }
+
+    #[test]
+    fn a_store_is_addressed_only_in_the_style_its_profile_names() {
+        let parse = |u: &str| url::Url::parse(u).unwrap();
+        let hosts = service_hosts(Some("http://localhost:9000"), "us-east-1").unwrap();
+        // A path-style-only store reads `lake-whole.localhost:9000/lake/x` as bucket `lake`.
+        let path = Addressing::of(Some("http://localhost:9000"), true);
+        assert!(locate("lake-whole", &hosts, path, &parse("http://lake-whole.localhost:9000/lake/x")).is_err());
+        assert_eq!(locate("lake-whole", &hosts, path, &parse("http://localhost:9000/lake-whole/x")).unwrap().0, "x");
+        let virtual_hosted = Addressing::of(Some("http://localhost:9000"), false);
+        assert!(locate("lake", &hosts, virtual_hosted, &parse("http://localhost:9000/lake/x")).is_err());
+        assert_eq!(locate("lake", &hosts, virtual_hosted, &parse("http://lake.localhost:9000/x")).unwrap().0, "x");
     }
 
     #[test]

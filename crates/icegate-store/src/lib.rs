@@ -508,10 +508,22 @@ impl CatalogStore for SqlStore {
     async fn check_locations_free(
         &self,
         warehouse_id: &str,
+        tabular: (&NamespaceIdent, &str),
         locations: &[String],
         exclude_id: Option<&str>,
     ) -> Result<(), CatalogError> {
-        tabulars::check_locations_free(self, warehouse_id, locations, exclude_id).await
+        tabulars::check_locations_free(self, warehouse_id, tabular, locations, exclude_id).await
+    }
+
+    async fn reserve_locations(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        locations: &[String],
+        until_ms: i64,
+    ) -> Result<(), CatalogError> {
+        tabulars::reserve(self, warehouse_id, namespace, name, locations, until_ms).await
     }
 
     async fn rename_tabular(

@@ -37,6 +37,32 @@ pub(crate) async fn create(
     properties: &Properties,
 ) -> Result<(), CatalogError> {
     let mut tx = store.begin_write().await?;
+    // The namespace's directory (where its tables go by default) must not be, or lie inside, a
+    // table's, view's or staged create's location (every create in it would overlap): checked under the warehouse's lock, which
+    // creates and moves of tables take for the same check (see `tabulars::check_namespace_dirs`).
+    crate::tabulars::lock_warehouse(store, &mut tx, warehouse_id).await?;
+    let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
+        .bind(warehouse_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .map(|row| row.try_get("storage_root"))
+        .transpose()
+        .map_err(db_error)?;
+    let root = root.ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
+    let dir = format!("{root}/{}", namespace.levels().join("/"));
+    crate::tabulars::check_overlap(
+        &mut tx,
+        warehouse_id,
+        &dir,
+        crate::tabulars::Own { holders_only: true, ..Default::default() },
+    )
+    .await
+    .map_err(|_| {
+        CatalogError::bad_request(format!(
+            "the directory of namespace {namespace} ({dir}) is or lies inside the location of a table or view"
+        ))
+    })?;
     let parent_id = match namespace.parent() {
         Some(parent) => Some(
             id_of(&mut *tx, warehouse_id, &parent).await?.ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
@@ -192,6 +218,18 @@ pub(crate) async fn drop(
     // The foreign keys of child namespaces, tables and views refuse the delete while anything
     // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
     let mut tx = store.begin_write().await?;
+    // Expired reservations of staged creates in it go first; an unexpired one keeps the
+    // namespace (its foreign key refuses the delete): credentials for its directory are out.
+    sqlx::query(
+        "DELETE FROM location_reservations WHERE expires_at <= $1 AND namespace_id IN \
+         (SELECT id FROM namespaces WHERE warehouse_id = $2 AND name = $3)",
+    )
+    .bind(now_ms())
+    .bind(warehouse_id)
+    .bind(namespace.encoded())
+    .execute(&mut *tx)
+    .await
+    .map_err(db_error)?;
     let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
         .bind(warehouse_id)
         .bind(namespace.encoded())

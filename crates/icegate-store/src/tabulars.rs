@@ -39,7 +39,7 @@ fn already_exists(namespace: &NamespaceIdent, name: &str) -> CatalogError {
 /// never both pass the overlap check. PostgreSQL: a row lock on the warehouse that does not block
 /// the foreign-key checks of ordinary inserts (FOR NO KEY UPDATE vs. FOR KEY SHARE). SQLite: the
 /// transaction already holds the database's write lock (BEGIN IMMEDIATE).
-async fn lock_warehouse(
+pub(crate) async fn lock_warehouse(
     store: &SqlStore,
     tx: &mut Transaction<'static, Any>,
     warehouse_id: &str,
@@ -55,13 +55,26 @@ async fn lock_warehouse(
     Ok(())
 }
 
-/// Fails when `location` equals, lies inside, or contains a location of another table or view:
-/// a base location or one of the extra locations (`write.data.path`, ...) a table writes to.
-async fn check_overlap(
+/// Whose locations an overlap check leaves out: the table or view itself (a commit that moves
+/// it), and the reservation made by the staged create of the same name (its commit).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Own<'a> {
+    pub tabular_id: Option<&'a str>,
+    /// (namespace id, name) of a staged create's reservation.
+    pub reserved_as: Option<(&'a str, &'a str)>,
+    /// Only locations that equal or contain the one checked count, not those inside it (a
+    /// namespace's directory may hold a table that was renamed out of it).
+    pub holders_only: bool,
+}
+
+/// Fails when `location` equals, lies inside, or contains a location of another table or view
+/// (a base location or one of the extra locations, `write.data.path`, ..., it writes to) or a
+/// location reserved by another staged create that has not expired.
+pub(crate) async fn check_overlap(
     conn: &mut sqlx::AnyConnection,
     warehouse_id: &str,
     location: &str,
-    exclude_id: Option<&str>,
+    own: Own<'_>,
 ) -> Result<(), CatalogError> {
     // The location itself and every ancestor directory: a row there contains `location`.
     let mut candidates = vec![location.to_owned()];
@@ -75,19 +88,29 @@ async fn check_overlap(
     }
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 4)).collect();
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 7)).collect();
     // One branch per index lookup: an OR of the two made the planner scan every row of the
     // warehouse, so creates slowed down linearly with the catalog's size.
     let exact = format!("location IN ({})", placeholders.join(", "));
     let below = "location > $3 || '/' AND location < $3 || '0'";
-    let sql = format!(
-        "SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {exact} \
-         UNION ALL SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {below} \
-         UNION ALL SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {exact} \
-         UNION ALL SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {below} \
-         LIMIT 1"
-    );
-    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(warehouse_id).bind(exclude_id.unwrap_or("")).bind(location);
+    let reserved = "warehouse_id = $1 AND expires_at > $4 AND NOT (namespace_id = $5 AND name = $6)";
+    let mut branches = Vec::new();
+    for within in std::iter::once(exact.as_str()).chain((!own.holders_only).then_some(below)) {
+        branches.push(format!("SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {within}"));
+        branches.push(format!(
+            "SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {within}"
+        ));
+        branches.push(format!("SELECT name FROM location_reservations WHERE {reserved} AND {within}"));
+    }
+    let sql = format!("{} LIMIT 1", branches.join(" UNION ALL "));
+    let (reserved_namespace, reserved_name) = own.reserved_as.unwrap_or(("", ""));
+    let mut query = sqlx::query(AssertSqlSafe(sql))
+        .bind(warehouse_id)
+        .bind(own.tabular_id.unwrap_or(""))
+        .bind(location)
+        .bind(now_ms())
+        .bind(reserved_namespace)
+        .bind(reserved_name);
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
@@ -99,20 +122,116 @@ async fn check_overlap(
     Ok(())
 }
 
-/// The read-only form of the overlap check, for callers that must know before they write or
-/// vend anything (a staged create, a commit that moves a table's files). The check that counts
-/// runs again, atomically, with the insert or swap.
+/// Fails when `location`, of a table or view in `namespace`, equals, lies inside or contains the
+/// directory of another namespace than its own or one of its ancestors (`<root>/<levels>`):
+/// a namespace's directory is where its own tables go by default, and a table there would hold
+/// (or block) their files. Namespaces below an existing one have existing parents, so a
+/// location containing a namespace's directory also equals or lies inside the directory of
+/// one of the namespaces tried here (the prefixes of its path).
+pub(crate) async fn check_namespace_dirs(
+    conn: &mut sqlx::AnyConnection,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    location: &str,
+) -> Result<(), CatalogError> {
+    let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
+        .bind(warehouse_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_error)?
+        .map(|row| row.try_get("storage_root"))
+        .transpose()
+        .map_err(db_error)?;
+    let Some(rest) = root.as_deref().and_then(|root| location.strip_prefix(root)).and_then(|r| r.strip_prefix('/'))
+    else {
+        return Ok(()); // outside the warehouse: refused elsewhere
+    };
+    let segments: Vec<&str> = rest.split('/').collect();
+    for depth in 1..=segments.len().min(icegate_catalog::ident::MAX_NAMESPACE_DEPTH) {
+        let levels = &segments[..depth];
+        if namespace.levels().starts_with(&levels.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>()) {
+            continue; // its own namespace, or an ancestor
+        }
+        let Ok(candidate) = NamespaceIdent::from_levels(levels.iter().map(|l| (*l).to_owned())) else {
+            break; // no namespace can be named so, nor any below it
+        };
+        if crate::namespaces::id_of(&mut *conn, warehouse_id, &candidate).await?.is_some() {
+            return Err(CatalogError::bad_request(format!(
+                "location {location} overlaps the directory of namespace {candidate}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The read-only form of the overlap checks, for callers that must know before they write or
+/// vend anything (a commit that moves a table's files). The checks that count run again,
+/// atomically, with the insert or swap.
 pub(crate) async fn check_locations_free(
     store: &SqlStore,
     warehouse_id: &str,
+    (namespace, name): (&NamespaceIdent, &str),
     locations: &[String],
     exclude_id: Option<&str>,
 ) -> Result<(), CatalogError> {
     let mut conn = store.pool.acquire().await.map_err(db_error)?;
+    let namespace_id = id_of(&mut *conn, warehouse_id, namespace).await?.unwrap_or_default();
     for location in locations {
-        check_overlap(&mut conn, warehouse_id, location, exclude_id).await?;
+        let own = Own { tabular_id: exclude_id, reserved_as: Some((&namespace_id, name)), ..Own::default() };
+        check_overlap(&mut conn, warehouse_id, location, own).await?;
+        check_namespace_dirs(&mut conn, warehouse_id, namespace, location).await?;
     }
     Ok(())
+}
+
+/// Reserves a staged create's locations until `until_ms`, once they pass the checks a create
+/// makes (atomically, under the warehouse's lock); replaces an earlier reservation of the same
+/// name. Expired reservations of the warehouse go.
+pub(crate) async fn reserve(
+    store: &SqlStore,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+    name: &str,
+    locations: &[String],
+    until_ms: i64,
+) -> Result<(), CatalogError> {
+    let mut tx = store.begin_write().await?;
+    lock_warehouse(store, &mut tx, warehouse_id).await?;
+    let namespace_id =
+        id_of(&mut *tx, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+    sqlx::query("DELETE FROM location_reservations WHERE warehouse_id = $1 AND expires_at <= $2")
+        .bind(warehouse_id)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    for location in locations {
+        let own = Own { reserved_as: Some((&namespace_id, name)), ..Own::default() };
+        check_overlap(&mut tx, warehouse_id, location, own).await?;
+        check_namespace_dirs(&mut tx, warehouse_id, namespace, location).await?;
+    }
+    sqlx::query("DELETE FROM location_reservations WHERE namespace_id = $1 AND name = $2")
+        .bind(&namespace_id)
+        .bind(name)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    for location in locations {
+        sqlx::query(
+            "INSERT INTO location_reservations (warehouse_id, namespace_id, name, location, expires_at) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        )
+        .bind(warehouse_id)
+        .bind(&namespace_id)
+        .bind(name)
+        .bind(location)
+        .bind(until_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    }
+    // Not an idempotent mutation: a staged create's answer is not kept (it creates nothing).
+    tx.commit().await.map_err(db_error)
 }
 
 /// Records locations a table owns besides its base location. Additive: a location a table
@@ -143,11 +262,16 @@ async fn record_locations(
 
 /// Every location recorded for a table or view: its base location and the others it owns.
 pub(crate) async fn recorded_locations(store: &SqlStore, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
+    let mut conn = store.pool.acquire().await.map_err(db_error)?;
+    recorded_locations_in(&mut conn, tabular_id).await
+}
+
+async fn recorded_locations_in(conn: &mut sqlx::AnyConnection, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
     let rows = sqlx::query(
         "SELECT location FROM tabulars WHERE id = $1 UNION SELECT location FROM tabular_locations WHERE tabular_id = $1",
     )
     .bind(tabular_id)
-    .fetch_all(&store.pool)
+    .fetch_all(&mut *conn)
     .await
     .map_err(db_error)?;
     rows.iter().map(|r| r.try_get("location").map_err(db_error)).collect()
@@ -174,7 +298,9 @@ pub(crate) async fn create(
         return Err(already_exists(new.namespace, new.name));
     }
     for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
-        check_overlap(&mut tx, new.warehouse_id, location, None).await?;
+        let own = Own { reserved_as: Some((&namespace_id, new.name)), ..Own::default() };
+        check_overlap(&mut tx, new.warehouse_id, location, own).await?;
+        check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
     }
     let id = uuid::Uuid::now_v7().to_string();
     let inserted = sqlx::query(
@@ -183,7 +309,7 @@ pub(crate) async fn create(
     )
     .bind(&id)
     .bind(new.warehouse_id)
-    .bind(namespace_id)
+    .bind(&namespace_id)
     .bind(new.name)
     .bind(new.kind.as_str())
     .bind(new.location)
@@ -201,6 +327,13 @@ pub(crate) async fn create(
         Err(e) => return Err(db_error(e)),
     }
     record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
+    // A staged create's reservation has served: the table holds its locations now.
+    sqlx::query("DELETE FROM location_reservations WHERE namespace_id = $1 AND name = $2")
+        .bind(&namespace_id)
+        .bind(new.name)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
     store.commit_write(tx, write).await?;
     Ok(id)
 }
@@ -316,8 +449,16 @@ pub(crate) async fn swap(
     for (index, swap) in swaps.iter().enumerate() {
         if swap.locations_changed {
             lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
+            // Namespace directories count for the locations it gains only: a table renamed into
+            // another namespace keeps the locations it had, in its old namespace's directory.
+            let namespace = namespace_of(&mut tx, &swap.id).await?;
+            let had = recorded_locations_in(&mut tx, &swap.id).await?;
             for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
-                check_overlap(&mut tx, &swap.warehouse_id, location, Some(&swap.id)).await?;
+                let own = Own { tabular_id: Some(&swap.id), ..Own::default() };
+                check_overlap(&mut tx, &swap.warehouse_id, location, own).await?;
+                if let Some(namespace) = namespace.as_ref().filter(|_| !had.contains(location)) {
+                    check_namespace_dirs(&mut tx, &swap.warehouse_id, namespace, location).await?;
+                }
             }
         }
         // The base location it moves away from, if any: read under the row lock the swap takes.
@@ -347,6 +488,18 @@ pub(crate) async fn swap(
     }
     store.commit_write(tx, write).await?;
     Ok(SwapOutcome::Applied)
+}
+
+/// The namespace of a table or view, by id (`None` when it is gone: the swap then conflicts).
+async fn namespace_of(conn: &mut sqlx::AnyConnection, id: &str) -> Result<Option<NamespaceIdent>, CatalogError> {
+    let row = sqlx::query("SELECT n.name FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_error)?;
+    let Some(row) = row else { return Ok(None) };
+    let encoded: String = row.try_get("name").map_err(db_error)?;
+    NamespaceIdent::parse_encoded(&encoded).map(Some)
 }
 
 fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {

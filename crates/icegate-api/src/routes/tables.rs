@@ -20,7 +20,8 @@ use crate::table_models::{
     LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest,
     ReportMetricsRequest, StorageCredential, TableIdentifier, WithMetadata,
 };
-use icegate_catalog::access::Caller;
+use icegate_catalog::NamespaceIdent;
+use icegate_catalog::access::{Caller, Privilege, Target};
 
 /// Everything but RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet =
@@ -549,7 +550,9 @@ pub(crate) async fn revend_replayed(
     let segments: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
     let ["v1", prefix, "namespaces", namespace, "tables" | "register"] = segments.as_slice() else { return None };
     let (prefix, namespace) = (decode(prefix)?, decode(namespace)?);
-    let name = serde_json::from_slice::<serde_json::Value>(request_body).ok()?["name"].as_str()?.to_owned();
+    let request: serde_json::Value = serde_json::from_slice(request_body).ok()?;
+    let name = request["name"].as_str()?.to_owned();
+    let overwrite = request["overwrite"].as_bool().unwrap_or(false);
     let mut body: serde_json::Value = serde_json::from_str(stored).ok()?;
     // A staged create stored nothing (it changed nothing); a created table has a location.
     body.get("metadata-location")?.as_str()?;
@@ -559,9 +562,35 @@ pub(crate) async fn revend_replayed(
     if current["table-uuid"].as_str() != Some(uuid.as_str()) {
         return None; // dropped and made anew since: not the table the first answer was about
     }
-    // As the first answer: the creator writes the table it created. The route's rule (create in
-    // this namespace) was checked again for this caller before the replay.
-    let level = AccessLevel::ReadWrite;
+    // What the caller may do with the table now decides, as for a load: read-write with
+    // `write`, read with `read`. The creator of a table (which may hold only `create`) is
+    // answered as it first was, read-write, only while the table is still exactly what it
+    // created (same metadata file, so the same locations); a registration that replaced a
+    // table needed `write` and `drop` on it, and is answered by what the caller holds now.
+    let unchanged = body["metadata-location"].as_str() == result.metadata_location.as_deref();
+    let level = match parts.extensions.get::<Caller>() {
+        None | Some(Caller::Unrestricted) => Some(AccessLevel::ReadWrite),
+        Some(caller) => {
+            let target = Target::Tabular {
+                warehouse_id: result.warehouse.id.clone(),
+                namespace: NamespaceIdent::parse_encoded(&namespace).ok()?,
+                name: name.clone(),
+                kind: TabularKind::Table,
+            };
+            let missing = || icegate_catalog::CatalogError::Forbidden(String::new());
+            let held = state.security.authorizer.check_holdings(caller, &target, Privilege::Describe, missing).await;
+            let held = held.ok().and_then(|(_, holdings)| holdings).unwrap_or_default();
+            if held.has(Privilege::Write) || (unchanged && !overwrite) {
+                Some(AccessLevel::ReadWrite)
+            } else if held.has(Privilege::Read) {
+                Some(AccessLevel::Read)
+            } else {
+                None
+            }
+        }
+    };
+    // No access now: the stored answer, without credentials.
+    let Some(level) = level else { return Some(body.to_string()) };
     let delegation = Delegation::parse(parts.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
     let request = StorageRequest {
         prefix: &prefix,

@@ -194,8 +194,24 @@ impl CatalogStore for FaultyStore {
     async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
         self.inner.recorded_locations(id).await
     }
-    async fn check_locations_free(&self, w: &str, locations: &[String], exclude: Option<&str>) -> Result<()> {
-        self.inner.check_locations_free(w, locations, exclude).await
+    async fn check_locations_free(
+        &self,
+        w: &str,
+        t: (&NamespaceIdent, &str),
+        locations: &[String],
+        exclude: Option<&str>,
+    ) -> Result<()> {
+        self.inner.check_locations_free(w, t, locations, exclude).await
+    }
+    async fn reserve_locations(
+        &self,
+        w: &str,
+        ns: &NamespaceIdent,
+        n: &str,
+        locations: &[String],
+        until: i64,
+    ) -> Result<()> {
+        self.inner.reserve_locations(w, ns, n, locations, until).await
     }
     async fn rename_tabular(
         &self,

@@ -257,7 +257,16 @@ impl CatalogStore for BrokenStore {
     ) -> Result<Option<Dropped>> {
         self.fail().await
     }
-    async fn check_locations_free(&self, _: &str, _: &[String], _: Option<&str>) -> Result<()> {
+    async fn check_locations_free(
+        &self,
+        _: &str,
+        _: (&NamespaceIdent, &str),
+        _: &[String],
+        _: Option<&str>,
+    ) -> Result<()> {
+        self.fail().await
+    }
+    async fn reserve_locations(&self, _: &str, _: &NamespaceIdent, _: &str, _: &[String], _: i64) -> Result<()> {
         self.fail().await
     }
     async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {

@@ -10,6 +10,10 @@ use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
+/// How long a staged create's locations stay reserved when the warehouse vends no credentials
+/// (a file warehouse): long enough for its client to write the table's first files and commit.
+const STAGED_WITHOUT_CREDENTIALS_SECONDS: u64 = 900;
+
 impl Catalog {
     /// createTable, or stage-create when `request.stage_create`.
     pub async fn create_table(
@@ -54,7 +58,13 @@ impl Catalog {
             // Nothing is stored yet, but the client is handed credentials for the table's
             // locations: they must pass every rule a create does, before anything is vended.
             // The commit that creates the table checks them again, atomically with its insert.
-            self.store().check_locations_free(&warehouse.id, &all, None).await?;
+            let seconds = warehouse
+                .storage_profile
+                .s3()
+                .map_or(STAGED_WITHOUT_CREDENTIALS_SECONDS, |s3| u64::from(s3.sts.session_duration_seconds));
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let until = (now.as_millis() + u128::from(seconds) * 1000) as i64;
+            self.store().reserve_locations(&warehouse.id, &table.namespace, &table.name, &all, until).await?;
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
             return Ok(TableResult {
                 id: None,
@@ -85,7 +95,7 @@ impl Catalog {
         self.check_size("document", metadata_json.len())?;
         // Before the file is written: no file lands in another table's directory.
         let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
-        self.store().check_locations_free(&warehouse.id, &all, None).await?;
+        self.store().check_locations_free(&warehouse.id, (&table.namespace, &table.name), &all, None).await?;
         let metadata_location = metadata_file_location(metadata, None);
         if let Err(err) =
             self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await

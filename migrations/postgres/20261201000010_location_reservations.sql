@@ -1,0 +1,19 @@
+-- Locations of staged creates (stage-create), reserved until the credentials vended for them
+-- expire. A staged table is not in the catalog yet, but its creator holds read-write
+-- credentials for its locations: until those expire no other table, view or namespace may be
+-- placed there (the overlap check reads reservations like table locations). The create that
+-- commits the staged table (same namespace and name) may use its own reservation, and removes
+-- it. Expired rows are ignored by the checks and removed by later reservations. A namespace
+-- holding an unexpired reservation cannot be dropped (the foreign key refuses, as for tables):
+-- a namespace made anew under the same name must not find credentials out for its directory.
+CREATE TABLE location_reservations (
+    warehouse_id TEXT NOT NULL,
+    namespace_id TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    location     TEXT COLLATE "C" NOT NULL,
+    expires_at   BIGINT NOT NULL,
+    CONSTRAINT location_reservations_pkey PRIMARY KEY (namespace_id, name, location),
+    CONSTRAINT location_reservations_namespace_fk FOREIGN KEY (namespace_id) REFERENCES namespaces (id)
+);
+
+CREATE INDEX location_reservations_location_idx ON location_reservations (warehouse_id, location);
