@@ -108,15 +108,19 @@ def test_a_staged_create_gets_no_credentials_for_another_tables_location(lab):
     assert lab.exists(BUCKET, data)
 
 
-def test_a_staged_location_taken_meanwhile_is_refused_at_commit(lab):
+def test_a_staged_location_is_reserved_until_its_create_commits(lab):
     namespace(lab, "lake", "att1b")
     _, attacker, _ = lab.principal([("create", namespace_securable("lake", "att1b"))])
     where = f"s3://{BUCKET}/sec/att1b/contested-{uuid.uuid4().hex[:6]}"
     status, staged = create_table(lab, attacker, "lake", "att1b", "mine", where, stage=True)
     assert status == 200, staged
-    # Someone else creates a table at that location before the staged create commits.
-    status, theirs = create_table(lab, lab.admin, "lake", "att1b", "theirs", where)
-    assert status == 200, theirs
+    # Nobody else creates a table at (or inside) that location before the staged create commits:
+    # its creator holds read-write credentials for it.
+    for other in (where, f"{where}/inside"):
+        status, theirs = create_table(lab, lab.admin, "lake", "att1b", "theirs", other)
+        assert status == 400 and "overlaps" in theirs["error"]["message"], theirs
+    status, _ = lab.call(lab.admin, "GET", f"{lab.tables('lake', 'att1b')}/theirs")
+    assert status == 404
     meta = staged["metadata"]
     commit = {
         "requirements": [{"type": "assert-create"}],
@@ -133,9 +137,11 @@ def test_a_staged_location_taken_meanwhile_is_refused_at_commit(lab):
         ],
     }
     status, body = lab.call(attacker, "POST", f"{lab.tables('lake', 'att1b')}/mine", commit)
-    assert status == 400 and "overlaps" in body["error"]["message"], body
-    status, _ = lab.call(lab.admin, "GET", f"{lab.tables('lake', 'att1b')}/mine")
-    assert status == 404, "the staged table was not created over another table's files"
+    assert status == 200, body
+    assert lab.ok(lab.admin, "GET", f"{lab.tables('lake', 'att1b')}/mine")["metadata"]["location"] == where
+    # Once created, the table itself holds the location.
+    status, theirs = create_table(lab, lab.admin, "lake", "att1b", "theirs", where)
+    assert status == 400, theirs
 
 
 # 2, 3, 4 ------------------------------------------------------------------------------------
@@ -353,14 +359,14 @@ def test_a_registered_metadata_log_cannot_make_the_server_delete_another_tables_
         attacker,
         "POST",
         f"/v1/{lab.prefix('lake')}/namespaces/att6/register",
-        {"name": "crafted", "metadata-location": f"s3://{BUCKET}/{crafted_key}"},
+        {"name": "stage", "metadata-location": f"s3://{BUCKET}/{crafted_key}"},
     )
     assert status == 200, body
     for n in range(3):
         status, body = lab.call(
             attacker,
             "POST",
-            f"{lab.tables('lake', 'att6')}/crafted",
+            f"{lab.tables('lake', 'att6')}/stage",
             {"requirements": [], "updates": [{"action": "set-properties", "updates": {"n": str(n)}}]},
         )
         assert status == 200, body
