@@ -1,15 +1,17 @@
 -- Locations of staged creates (stage-create), reserved until the credentials vended for them
 -- expire. A staged table is not in the catalog yet, but its creator holds read-write
 -- credentials for its locations: until those expire no other table, view or namespace may be
--- placed there (the overlap check reads reservations like table locations). The create that
--- commits the staged table (same namespace and name) may use its own reservation, and removes
--- it. Expired rows are ignored by the checks and removed by later reservations. A namespace
+-- placed there (the overlap check reads reservations like table locations). Only the principal
+-- that staged it may place the same table (namespace and name) at exactly a reserved location,
+-- which its commit does; the commit removes the rows of the locations it took, and nothing else
+-- ends a reservation before it expires (staging again extends it). Expired rows are ignored by the checks and removed by later reservations. A namespace
 -- holding an unexpired reservation cannot be dropped (the foreign key refuses, as for tables):
 -- a namespace made anew under the same name must not find credentials out for its directory.
 CREATE TABLE location_reservations (
     warehouse_id TEXT NOT NULL,
     namespace_id TEXT NOT NULL,
     name         TEXT NOT NULL,
+    principal    TEXT NOT NULL,
     location     TEXT COLLATE "C" NOT NULL,
     expires_at   BIGINT NOT NULL,
     CONSTRAINT location_reservations_pkey PRIMARY KEY (namespace_id, name, location),

@@ -3,6 +3,7 @@ CREATE TABLE location_reservations (
     warehouse_id TEXT    NOT NULL,
     namespace_id TEXT    NOT NULL,
     name         TEXT    NOT NULL,
+    principal    TEXT    NOT NULL,
     location     TEXT    NOT NULL,
     expires_at   INTEGER NOT NULL,
     CONSTRAINT location_reservations_pkey PRIMARY KEY (namespace_id, name, location),

@@ -112,8 +112,11 @@ def test_a_staged_create_cannot_take_a_namespaces_directory_or_what_is_created_t
             {"action": "set-location", "location": f"{ROOT}/r1/later"},
         ],
     }
-    _, creator, _ = lab.principal([("create", ns_securable(["r1"]))])
-    status, body = lab.call(creator, "POST", f"{tables(lab, ['r1'])}/grab", commit)
+    # Only by the principal that staged it: another one with `create` cannot take the location.
+    _, other, _ = lab.principal([("create", ns_securable(["r1"]))])
+    status, body = lab.call(other, "POST", f"{tables(lab, ['r1'])}/grab", commit)
+    assert status == 400, body
+    status, body = lab.call(attacker, "POST", f"{tables(lab, ['r1'])}/grab", commit)
     assert status == 200, body
     assert body["metadata"]["location"] == f"{ROOT}/r1/later"
 

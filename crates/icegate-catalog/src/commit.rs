@@ -120,7 +120,9 @@ impl Catalog {
                 self.check_placement(ctx, warehouse, &ident.namespace, &commit.new_locations).await?;
                 let id = commit.swap.as_ref().map(|swap| swap.id.as_str());
                 let tabular = (&ident.namespace, ident.name.as_str());
-                self.store().check_locations_free(&warehouse.id, tabular, &commit.new_locations, id).await?;
+                self.store()
+                    .check_locations_free(&ctx.write(), &warehouse.id, tabular, &commit.new_locations, id)
+                    .await?;
             }
             let swaps: Vec<&MetadataSwap> = staged.iter().filter_map(|s| s.swap.as_ref()).collect();
             for (index, swap) in swaps.iter().enumerate() {

@@ -45,7 +45,11 @@ impl RequestContext {
 
     /// What the request's mutation records with its change.
     pub fn write(&self) -> WriteContext {
-        WriteContext { idempotency: self.idempotency.clone() }
+        let principal = match &self.caller {
+            Caller::Principal { id, .. } => id.clone(),
+            Caller::Unrestricted => String::new(),
+        };
+        WriteContext { principal, idempotency: self.idempotency.clone() }
     }
 
     pub fn caller(&self) -> &Caller {

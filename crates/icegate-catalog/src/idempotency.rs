@@ -37,16 +37,18 @@ impl IdempotencyScope {
     }
 }
 
-/// What a store mutation records with its change, in its own transaction: the request's
-/// idempotency key, if it carries one.
+/// What a store mutation records with its change, in its own transaction: who makes it, and
+/// the request's idempotency key, if it carries one.
 #[derive(Debug, Clone, Default)]
 pub struct WriteContext {
+    /// The principal's id (`""` when authentication is off, or for work no principal asked for).
+    pub principal: String,
     pub idempotency: Option<Arc<IdempotencyScope>>,
 }
 
 impl WriteContext {
     /// A mutation that records nothing beside its change (start-up, tests, requests without a key).
-    pub const NONE: WriteContext = WriteContext { idempotency: None };
+    pub const NONE: WriteContext = WriteContext { principal: String::new(), idempotency: None };
 }
 
 /// How storing a request's answer went.

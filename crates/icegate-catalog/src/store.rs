@@ -1,7 +1,9 @@
-//! The persistence contract. `icegate-store` implements it for PostgreSQL and SQLite; both run
-//! one shared test suite. Every method is one database transaction, so callers never see a half
-//! applied change. Mutations take a [`WriteContext`]: what they record in the same transaction
-//! (the request's idempotency key).
+//! The persistence contract, one trait per aggregate ([`WarehouseStore`], [`NamespaceStore`],
+//! [`TabularStore`], [`IdempotencyStore`]; access control's is `access::AccessStore`), and
+//! [`CatalogStore`], the store that implements them all. `icegate-store` implements them for
+//! PostgreSQL and SQLite, each in its own module; both run one shared test suite. Every method
+//! is one database transaction, so callers never see a half applied change. Mutations take a
+//! [`WriteContext`]: what they record in the same transaction (the request's idempotency key).
 
 use std::collections::BTreeMap;
 
@@ -145,14 +147,22 @@ pub enum SwapOutcome {
     Conflict(usize),
 }
 
+/// The whole store: one implementation of every aggregate's trait (see the module doc), plus
+/// what describes the store itself.
 #[async_trait]
-pub trait CatalogStore: Send + Sync + 'static {
+pub trait CatalogStore:
+    WarehouseStore + NamespaceStore + TabularStore + IdempotencyStore + Send + Sync + 'static
+{
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
     fn pool_stats(&self) -> PoolStats;
     /// One round trip to the database; fails with `Unavailable` when it cannot be reached.
     async fn ping(&self) -> Result<()>;
+}
 
+/// Warehouses: a storage root and its profile.
+#[async_trait]
+pub trait WarehouseStore: Send + Sync {
     async fn create_warehouse(
         &self,
         name: &WarehouseName,
@@ -169,7 +179,11 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>>;
     /// Deletes an empty warehouse: `NotFound`, or `WarehouseNotEmpty` while it holds namespaces.
     async fn delete_warehouse(&self, name: &WarehouseName) -> Result<()>;
+}
 
+/// Namespaces and their properties.
+#[async_trait]
+pub trait NamespaceStore: Send + Sync {
     /// `AlreadyExists`, or `NotFound(Namespace)` when the parent does not exist.
     async fn create_namespace(
         &self,
@@ -203,7 +217,11 @@ pub trait CatalogStore: Send + Sync + 'static {
         updates: &Properties,
         removals: &[String],
     ) -> Result<PropertiesChange>;
+}
 
+/// Idempotency keys: recorded by mutations (see [`WriteContext`]), answered here.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync {
     async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>>;
     /// Stores the final answer of a request that carries a key: fills in the row its mutation
     /// reserved (`scope.reservation`); if it reserved none, inserts one for a final 4xx
@@ -218,7 +236,11 @@ pub trait CatalogStore: Send + Sync + 'static {
     /// Forgets a key (an expired one, before it is used again).
     async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<()>;
     async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64>;
+}
 
+/// Tables and views ("tabulars"): their rows, metadata pointers and locations.
+#[async_trait]
+pub trait TabularStore: Send + Sync {
     /// Inserts a table or view. `AlreadyExists` when a table or view of that name exists,
     /// `NotFound(Namespace)` without the namespace, `BadRequest` when the location overlaps
     /// another table's or view's.
@@ -257,23 +279,27 @@ pub trait CatalogStore: Send + Sync + 'static {
     async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>>;
     /// Fails with `BadRequest` when one of `locations`, of the table or view `(namespace, name)`,
     /// equals, lies inside or contains a location of another table or view of the warehouse (not
-    /// `exclude_id`) or of another unexpired staged create, or the directory of another
-    /// namespace than `namespace` and its ancestors. Read-only: callers that then insert or swap get the
+    /// `exclude_id`) or of an unexpired staged create (other than `write`'s principal's own of
+    /// exactly that location for that table), or the directory of another namespace than
+    /// `namespace` and its ancestors, or equals the directory of one of those. Read-only: callers that then insert or swap get the
     /// same checks again, atomically with the write.
     async fn check_locations_free(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         tabular: (&NamespaceIdent, &str),
         locations: &[String],
         exclude_id: Option<&str>,
     ) -> Result<()>;
-    /// Reserves the locations of a staged create of `namespace.name` until `until_ms` (when the
-    /// credentials vended for them expire), once they pass the checks of
+    /// Reserves the locations of a staged create of `namespace.name` by `write`'s principal until
+    /// `until_ms` (when the credentials vended for them expire), once they pass the checks of
     /// [`check_locations_free`](Self::check_locations_free), atomically. Other tables, views,
-    /// staged creates and namespaces cannot be placed there meanwhile; the create of the same
-    /// name may, and removes the reservation.
+    /// staged creates and namespaces cannot be placed there meanwhile; the same principal's create
+    /// of that table at exactly those locations may, and ends their reservation. Nothing else
+    /// ends one before it expires.
     async fn reserve_locations(
         &self,
+        write: &WriteContext,
         warehouse_id: &str,
         namespace: &NamespaceIdent,
         name: &str,
@@ -299,4 +325,9 @@ pub trait CatalogStore: Send + Sync + 'static {
         page: &PageRequest,
         visible_to: Option<&str>,
     ) -> Result<Page<String>>;
+}
+
+/// The store's traits, for callers of their methods: `use icegate_catalog::store::prelude::*`.
+pub mod prelude {
+    pub use super::{CatalogStore, IdempotencyStore, NamespaceStore, TabularStore, WarehouseStore};
 }

@@ -138,7 +138,9 @@ impl Catalog {
         if write_file {
             // Before the file is written: no file lands in another table's or view's directory.
             let locations = [location.to_owned()];
-            self.store().check_locations_free(&warehouse.id, (&view.namespace, &view.name), &locations, None).await?;
+            self.store()
+                .check_locations_free(&ctx.write(), &warehouse.id, (&view.namespace, &view.name), &locations, None)
+                .await?;
             self.files().write_new(warehouse, metadata_location, metadata_json.clone().into_bytes()).await?;
         }
         let created = self

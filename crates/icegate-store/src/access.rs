@@ -10,10 +10,9 @@ use icegate_catalog::ident::NAMESPACE_SEPARATOR;
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::{CatalogError, NamespaceIdent, Result};
 use sqlx::any::AnyRow;
-use sqlx::error::ErrorKind;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::{SqlStore, db_error, is_violation, now_ms};
+use crate::{SqlStore, db_error, now_ms, taken_or_failed};
 
 /// The byte range of names strictly below namespace `encoded`: `[encoded + US, encoded + ' ')`.
 pub(crate) fn below_range(encoded: &str) -> (String, String) {
@@ -204,13 +203,10 @@ impl AccessStore for SqlStore {
         .bind(record.created_at_ms)
         .execute(&self.pool)
         .await;
-        match inserted {
-            Ok(_) => Ok(record),
-            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
-                Err(CatalogError::AlreadyExists(format!("Principal already exists: {name}")))
-            }
-            Err(e) => Err(db_error(e)),
-        }
+        inserted.map_err(|e| {
+            taken_or_failed(e, || CatalogError::AlreadyExists(format!("Principal already exists: {name}")))
+        })?;
+        Ok(record)
     }
 
     async fn principal_by_name(&self, name: &str) -> Result<Option<PrincipalRecord>> {
@@ -280,13 +276,9 @@ impl AccessStore for SqlStore {
             .bind(record.created_at_ms)
             .execute(&self.pool)
             .await;
-        match inserted {
-            Ok(_) => Ok(record),
-            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
-                Err(CatalogError::AlreadyExists(format!("Role already exists: {name}")))
-            }
-            Err(e) => Err(db_error(e)),
-        }
+        inserted
+            .map_err(|e| taken_or_failed(e, || CatalogError::AlreadyExists(format!("Role already exists: {name}"))))?;
+        Ok(record)
     }
 
     async fn role_by_name(&self, name: &str) -> Result<Option<RoleRecord>> {
@@ -442,13 +434,11 @@ impl AccessStore for SqlStore {
         .bind(now_ms())
         .execute(&self.pool)
         .await;
-        match inserted {
-            Ok(_) => {}
-            Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
-                return Err(CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable")));
-            }
-            Err(e) => return Err(db_error(e)),
-        }
+        inserted.map_err(|e| {
+            taken_or_failed(e, || {
+                CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable"))
+            })
+        })?;
         Ok(GrantRecord { id, role: role.to_owned(), privilege, securable: securable.clone(), expires_at_ms })
     }
 

@@ -12,6 +12,7 @@
 mod access;
 mod database;
 mod heads;
+mod idempotency;
 mod namespaces;
 mod sqlite_reads;
 mod tabulars;
@@ -21,13 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use async_trait::async_trait;
-use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
-use icegate_catalog::storage::StorageProfile;
-use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
-    TabularHead, TabularKind, Warehouse,
-};
-use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
+use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::store::{Page, PageRequest, PoolStats};
+use icegate_catalog::{CatalogError, CatalogStore};
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::Migrator;
 use sqlx::{Any, AnyPool, Executor, Transaction};
@@ -168,13 +165,9 @@ impl SqlStore {
             .bind(now_ms())
             .execute(&mut *tx)
             .await;
-            match inserted {
-                Ok(_) => {}
-                Err(e) if is_violation(&e, sqlx::error::ErrorKind::UniqueViolation) => {
-                    let _ = tx.rollback().await;
-                    return Err(CatalogError::IdempotencyKeyUsed);
-                }
-                Err(e) => return Err(db_error(e)),
+            if let Err(e) = inserted {
+                let _ = tx.rollback().await;
+                return Err(taken_or_failed(e, || CatalogError::IdempotencyKeyUsed));
             }
         }
         tx.commit().await.map_err(db_error)
@@ -227,6 +220,12 @@ fn is_violation(err: &sqlx::Error, kind: sqlx::error::ErrorKind) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.kind() == kind)
 }
 
+/// A failed write: a unique-key violation is what `taken` says (a name or key in use, usually a
+/// 409), anything else a database failure.
+fn taken_or_failed(err: sqlx::Error, taken: impl FnOnce() -> CatalogError) -> CatalogError {
+    if is_violation(&err, sqlx::error::ErrorKind::UniqueViolation) { taken() } else { db_error(err) }
+}
+
 /// The name of the violated constraint, where the database reports it (PostgreSQL does, SQLite
 /// does not).
 fn constraint(err: &sqlx::Error) -> Option<&str> {
@@ -256,308 +255,6 @@ impl CatalogStore for SqlStore {
     async fn ping(&self) -> Result<(), CatalogError> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(db_error)?;
         Ok(())
-    }
-
-    async fn create_warehouse(
-        &self,
-        name: &WarehouseName,
-        root: &StorageRoot,
-        profile: &StorageProfile,
-    ) -> Result<Warehouse, CatalogError> {
-        warehouses::create(self, name, root, profile).await
-    }
-
-    async fn update_storage_profile(
-        &self,
-        name: &WarehouseName,
-        profile: &StorageProfile,
-    ) -> Result<Warehouse, CatalogError> {
-        warehouses::update_profile(self, name, profile).await
-    }
-
-    async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {
-        warehouses::ensure(self, name, root).await
-    }
-
-    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>, CatalogError> {
-        warehouses::list(self, visible_to).await
-    }
-
-    async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>, CatalogError> {
-        warehouses::by_name(self, name).await
-    }
-
-    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>, CatalogError> {
-        warehouses::by_id(self, id).await
-    }
-
-    async fn delete_warehouse(&self, name: &WarehouseName) -> Result<(), CatalogError> {
-        warehouses::delete(self, name).await
-    }
-
-    async fn create_namespace(
-        &self,
-        write: &WriteContext,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        properties: &Properties,
-    ) -> Result<(), CatalogError> {
-        namespaces::create(self, write, warehouse_id, namespace, properties).await
-    }
-
-    async fn list_namespaces(
-        &self,
-        warehouse_id: &str,
-        parent: Option<&NamespaceIdent>,
-        page: &PageRequest,
-        visible_to: Option<&str>,
-    ) -> Result<Page<NamespaceIdent>, CatalogError> {
-        namespaces::list(self, warehouse_id, parent, page, visible_to).await
-    }
-
-    async fn load_namespace(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-    ) -> Result<Option<Properties>, CatalogError> {
-        namespaces::load(self, warehouse_id, namespace).await
-    }
-
-    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool, CatalogError> {
-        Ok(namespaces::id_of(&self.pool, warehouse_id, namespace).await?.is_some())
-    }
-
-    async fn drop_namespace(
-        &self,
-        write: &WriteContext,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-    ) -> Result<(), CatalogError> {
-        namespaces::drop(self, write, warehouse_id, namespace).await
-    }
-
-    async fn update_namespace_properties(
-        &self,
-        write: &WriteContext,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        updates: &Properties,
-        removals: &[String],
-    ) -> Result<PropertiesChange, CatalogError> {
-        namespaces::update_properties(self, write, warehouse_id, namespace, updates, removals).await
-    }
-
-    async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>, CatalogError> {
-        let row = sqlx::query(
-            "SELECT operation, request_digest, status, body, created_at FROM idempotency_keys \
-             WHERE principal = $1 AND key = $2",
-        )
-        .bind(&key.principal)
-        .bind(&key.key)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(db_error)?;
-        let Some(row) = row else { return Ok(None) };
-        use sqlx::Row;
-        let status: Option<i64> = row.try_get("status").map_err(db_error)?;
-        Ok(Some(IdempotencyRecord {
-            operation: row.try_get("operation").map_err(db_error)?,
-            request_digest: row.try_get("request_digest").map_err(db_error)?,
-            status: status.and_then(|s| u16::try_from(s).ok()),
-            body: row.try_get("body").map_err(db_error)?,
-            created_at_ms: row.try_get("created_at").map_err(db_error)?,
-        }))
-    }
-
-    async fn finalize_idempotency_key(
-        &self,
-        scope: &IdempotencyScope,
-        status: u16,
-        body: &str,
-        keep_unreserved: bool,
-    ) -> Result<Finalized, CatalogError> {
-        // The row this request's own mutation wrote, if it committed one.
-        let filled = sqlx::query(
-            "UPDATE idempotency_keys SET status = $1, body = $2 \
-             WHERE principal = $3 AND key = $4 AND reservation = $5 AND status IS NULL",
-        )
-        .bind(i64::from(status))
-        .bind(body)
-        .bind(&scope.key.principal)
-        .bind(&scope.key.key)
-        .bind(&scope.reservation)
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?;
-        if filled.rows_affected() == 1 {
-            return Ok(Finalized::Filled);
-        }
-        if !keep_unreserved {
-            return Ok(Finalized::NothingRecorded);
-        }
-        // A request that mutated nothing: its answer is final only if no other request with
-        // the key got there first.
-        let inserted = sqlx::query(
-            "INSERT INTO idempotency_keys (principal, key, operation, request_digest, status, body, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (principal, key) DO NOTHING",
-        )
-        .bind(&scope.key.principal)
-        .bind(&scope.key.key)
-        .bind(&scope.operation)
-        .bind(&scope.request_digest)
-        .bind(i64::from(status))
-        .bind(body)
-        .bind(now_ms())
-        .execute(&self.pool)
-        .await
-        .map_err(db_error)?;
-        Ok(if inserted.rows_affected() == 1 { Finalized::Inserted } else { Finalized::Taken })
-    }
-
-    async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<(), CatalogError> {
-        sqlx::query("DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2")
-            .bind(&key.principal)
-            .bind(&key.key)
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)?;
-        Ok(())
-    }
-
-    async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64, CatalogError> {
-        let done = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < $1")
-            .bind(before_ms)
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)?;
-        Ok(done.rows_affected())
-    }
-
-    async fn create_tabular(&self, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<String, CatalogError> {
-        tabulars::create(self, write, tabular).await
-    }
-
-    async fn load_tabular(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
-        kind: TabularKind,
-    ) -> Result<Option<Tabular>, CatalogError> {
-        tabulars::load(self, warehouse_id, namespace, name, kind).await
-    }
-
-    async fn load_tabular_head(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
-        kind: TabularKind,
-    ) -> Result<Option<TabularHead>, CatalogError> {
-        let Some(heads) = &self.heads else {
-            return tabulars::load_head(self, warehouse_id, namespace, name, kind).await;
-        };
-        let key = heads::key(warehouse_id, namespace, name, kind);
-        let generation = match heads.lookup(&key) {
-            heads::Lookup::Hit(head) => return Ok(Some(head)),
-            heads::Lookup::Miss(generation) => generation,
-        };
-        let head = tabulars::load_head(self, warehouse_id, namespace, name, kind).await?;
-        if let Some(head) = &head {
-            heads.offer(generation, key, head);
-        }
-        Ok(head)
-    }
-
-    async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
-        let Some(heads) = self.heads.clone() else { return tabulars::swap(self, write, swaps).await };
-        let (store, write, swaps) = (self.clone(), write.clone(), swaps.to_vec());
-        icegate_catalog::tasks::detached(async move {
-            let outcome = tabulars::swap(&store, &write, &swaps).await;
-            heads.forget_ids(swaps.iter().map(|swap| swap.id.as_str()));
-            outcome
-        })
-        .await?
-    }
-
-    async fn drop_tabular(
-        &self,
-        write: &WriteContext,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
-        kind: TabularKind,
-    ) -> Result<Option<Dropped>, CatalogError> {
-        let Some(heads) = self.heads.clone() else {
-            return tabulars::drop(self, write, warehouse_id, namespace, name, kind).await;
-        };
-        let (store, write, warehouse_id, namespace, name) =
-            (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
-        icegate_catalog::tasks::detached(async move {
-            let dropped = tabulars::drop(&store, &write, &warehouse_id, &namespace, &name, kind).await;
-            heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
-            dropped
-        })
-        .await?
-    }
-
-    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
-        tabulars::recorded_locations(self, tabular_id).await
-    }
-
-    async fn check_locations_free(
-        &self,
-        warehouse_id: &str,
-        tabular: (&NamespaceIdent, &str),
-        locations: &[String],
-        exclude_id: Option<&str>,
-    ) -> Result<(), CatalogError> {
-        tabulars::check_locations_free(self, warehouse_id, tabular, locations, exclude_id).await
-    }
-
-    async fn reserve_locations(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
-        locations: &[String],
-        until_ms: i64,
-    ) -> Result<(), CatalogError> {
-        tabulars::reserve(self, warehouse_id, namespace, name, locations, until_ms).await
-    }
-
-    async fn rename_tabular(
-        &self,
-        write: &WriteContext,
-        warehouse_id: &str,
-        kind: TabularKind,
-        from: (&NamespaceIdent, &str),
-        to: (&NamespaceIdent, &str),
-    ) -> Result<(), CatalogError> {
-        let Some(heads) = self.heads.clone() else {
-            return tabulars::rename(self, write, warehouse_id, kind, from, to).await;
-        };
-        let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
-        let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
-        icegate_catalog::tasks::detached(async move {
-            let renamed =
-                tabulars::rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
-            heads.forget_key(&heads::key(&warehouse_id, &from.0, &from.1, kind));
-            heads.forget_key(&heads::key(&warehouse_id, &to.0, &to.1, kind));
-            renamed
-        })
-        .await?
-    }
-
-    async fn list_tabulars(
-        &self,
-        warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        kind: TabularKind,
-        page: &PageRequest,
-        visible_to: Option<&str>,
-    ) -> Result<Page<String>, CatalogError> {
-        tabulars::list(self, warehouse_id, namespace, kind, page, visible_to).await
     }
 }
 

@@ -1,12 +1,13 @@
 //! Namespace rows and their properties.
 
+use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
-use icegate_catalog::store::{Page, PageRequest, PropertiesChange};
+use icegate_catalog::store::{NamespaceStore, Page, PageRequest, PropertiesChange};
 use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, Executor, Row};
 
-use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, now_ms};
+use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, now_ms, taken_or_failed};
 
 /// Rows per multi-row INSERT: far below SQLite's and PostgreSQL's bind-parameter limits.
 const PROPERTY_CHUNK: usize = 500;
@@ -27,78 +28,6 @@ where
         .await
         .map_err(db_error)?;
     row.map(|r| r.try_get::<String, _>("id")).transpose().map_err(db_error)
-}
-
-pub(crate) async fn create(
-    store: &SqlStore,
-    write: &WriteContext,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    properties: &Properties,
-) -> Result<(), CatalogError> {
-    let mut tx = store.begin_write().await?;
-    // The namespace's directory (where its tables go by default) must not be, or lie inside, a
-    // table's, view's or staged create's location (every create in it would overlap): checked under the warehouse's lock, which
-    // creates and moves of tables take for the same check (see `tabulars::check_namespace_dirs`).
-    crate::tabulars::lock_warehouse(store, &mut tx, warehouse_id).await?;
-    let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
-        .bind(warehouse_id)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_error)?
-        .map(|row| row.try_get("storage_root"))
-        .transpose()
-        .map_err(db_error)?;
-    let root = root.ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
-    let dir = format!("{root}/{}", namespace.levels().join("/"));
-    crate::tabulars::check_overlap(
-        &mut tx,
-        warehouse_id,
-        &dir,
-        crate::tabulars::Own { holders_only: true, ..Default::default() },
-    )
-    .await
-    .map_err(|_| {
-        CatalogError::bad_request(format!(
-            "the directory of namespace {namespace} ({dir}) is or lies inside the location of a table or view"
-        ))
-    })?;
-    let parent_id = match namespace.parent() {
-        Some(parent) => Some(
-            id_of(&mut *tx, warehouse_id, &parent).await?.ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
-        ),
-        None => None,
-    };
-    let id = uuid::Uuid::now_v7().to_string();
-    let now = now_ms();
-    let inserted = sqlx::query(
-        "INSERT INTO namespaces (id, warehouse_id, parent_id, name, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $5)",
-    )
-    .bind(&id)
-    .bind(warehouse_id)
-    .bind(parent_id)
-    .bind(namespace.encoded())
-    .bind(now)
-    .execute(&mut *tx)
-    .await;
-    match inserted {
-        Ok(_) => {}
-        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => {
-            return Err(CatalogError::AlreadyExists(format!("Namespace already exists: {namespace}")));
-        }
-        // The parent (PostgreSQL only: SQLite's write lock rules the race out) or the warehouse
-        // was deleted between our read and this insert.
-        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
-            return Err(match (constraint(&e), namespace.parent()) {
-                (Some("namespaces_parent_fk"), Some(parent)) => CatalogError::no_such_namespace(parent),
-                _ => CatalogError::no_such_warehouse(warehouse_id),
-            });
-        }
-        Err(e) => return Err(db_error(e)),
-    }
-    upsert_properties(&mut tx, &id, properties).await?;
-    store.commit_write(tx, write).await
 }
 
 /// Inserts or replaces properties of one namespace, a few hundred per statement.
@@ -144,142 +73,244 @@ const VISIBLE_NAMESPACE: &str = " AND EXISTS (SELECT 1 FROM grants g JOIN role_m
              JOIN namespaces d ON d.id = t.namespace_id \
              WHERE d.warehouse_id = n.warehouse_id AND (d.id = n.id OR (d.name >= n.name || $6 AND d.name < n.name || $7))))))";
 
-pub(crate) async fn list(
-    store: &SqlStore,
-    warehouse_id: &str,
-    parent: Option<&NamespaceIdent>,
-    page: &PageRequest,
-    visible_to: Option<&str>,
-) -> Result<Page<NamespaceIdent>, CatalogError> {
-    let fetch = fetch_count(page);
-    let after = page.after.clone().unwrap_or_default();
-    let (scope, scope_value) = match parent {
-        Some(parent) => (
-            "n.parent_id = $1",
-            id_of(&store.pool, warehouse_id, parent).await?.ok_or_else(|| CatalogError::no_such_namespace(parent))?,
-        ),
-        None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.to_owned()),
-    };
-    let visible = if visible_to.is_some() { VISIBLE_NAMESPACE } else { "" };
-    // Assembled from constant fragments only; every value is a bind parameter.
-    let sql =
-        format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
-    let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
-    if let Some(principal) = visible_to {
-        query = query.bind(principal).bind(now_ms()).bind("\u{1f}").bind("\u{20}");
-    }
-    let rows = query.fetch_all(&store.pool).await.map_err(db_error)?;
-    let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
-    let Page { items, next_after } = keyset_page(names, page);
-    let items = items
-        .iter()
-        .map(|n| NamespaceIdent::parse_encoded(n))
-        .collect::<Result<_, _>>()
-        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid namespace row: {e}")))?;
-    Ok(Page { items, next_after })
-}
-
-pub(crate) async fn load(
-    store: &SqlStore,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-) -> Result<Option<Properties>, CatalogError> {
-    // One round trip: the namespace row, joined with its properties if it has any.
-    let rows = sqlx::query(
-        "SELECT p.key, p.value FROM namespaces n \
-         LEFT JOIN namespace_properties p ON p.namespace_id = n.id \
-         WHERE n.warehouse_id = $1 AND n.name = $2",
-    )
-    .bind(warehouse_id)
-    .bind(namespace.encoded())
-    .fetch_all(&store.pool)
-    .await
-    .map_err(db_error)?;
-    if rows.is_empty() {
-        return Ok(None);
-    }
-    let mut properties = Properties::new();
-    for row in rows {
-        let key: Option<String> = row.try_get("key").map_err(db_error)?;
-        let value: Option<String> = row.try_get("value").map_err(db_error)?;
-        if let (Some(key), Some(value)) = (key, value) {
-            properties.insert(key, value);
+#[async_trait]
+impl NamespaceStore for SqlStore {
+    async fn create_namespace(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        properties: &Properties,
+    ) -> Result<(), CatalogError> {
+        let mut tx = self.begin_write().await?;
+        // The namespace's directory (where its tables go by default) must not be, or lie inside, a
+        // table's, view's or staged create's location (every create in it would overlap): checked under the warehouse's lock, which
+        // creates and moves of tables take for the same check (see `tabulars::check_namespace_dirs`).
+        crate::tabulars::lock_warehouse(self, &mut tx, warehouse_id).await?;
+        let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
+            .bind(warehouse_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .map(|row| row.try_get("storage_root"))
+            .transpose()
+            .map_err(db_error)?;
+        let root = root.ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
+        let dir = format!("{root}/{}", namespace.levels().join("/"));
+        crate::tabulars::check_overlap(
+            &mut tx,
+            warehouse_id,
+            &dir,
+            crate::tabulars::Own { holders_only: true, ..Default::default() },
+        )
+        .await
+        .map_err(|_| {
+            CatalogError::bad_request(format!(
+                "the directory of namespace {namespace} ({dir}) is or lies inside the location of a table or view"
+            ))
+        })?;
+        let parent_id = match namespace.parent() {
+            Some(parent) => Some(
+                id_of(&mut *tx, warehouse_id, &parent)
+                    .await?
+                    .ok_or_else(|| CatalogError::no_such_namespace(&parent))?,
+            ),
+            None => None,
+        };
+        let id = uuid::Uuid::now_v7().to_string();
+        let now = now_ms();
+        let inserted = sqlx::query(
+            "INSERT INTO namespaces (id, warehouse_id, parent_id, name, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $5)",
+        )
+        .bind(&id)
+        .bind(warehouse_id)
+        .bind(parent_id)
+        .bind(namespace.encoded())
+        .bind(now)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            // The parent (PostgreSQL only: SQLite's write lock rules the race out) or the warehouse
+            // was deleted between our read and this insert.
+            Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+                return Err(match (constraint(&e), namespace.parent()) {
+                    (Some("namespaces_parent_fk"), Some(parent)) => CatalogError::no_such_namespace(parent),
+                    _ => CatalogError::no_such_warehouse(warehouse_id),
+                });
+            }
+            Err(e) => {
+                return Err(taken_or_failed(e, || {
+                    CatalogError::AlreadyExists(format!("Namespace already exists: {namespace}"))
+                }));
+            }
         }
+        upsert_properties(&mut tx, &id, properties).await?;
+        self.commit_write(tx, write).await
     }
-    Ok(Some(properties))
-}
 
-pub(crate) async fn drop(
-    store: &SqlStore,
-    write: &WriteContext,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-) -> Result<(), CatalogError> {
-    // The foreign keys of child namespaces, tables and views refuse the delete while anything
-    // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
-    let mut tx = store.begin_write().await?;
-    // Expired reservations of staged creates in it go first; an unexpired one keeps the
-    // namespace (its foreign key refuses the delete): credentials for its directory are out.
-    sqlx::query(
-        "DELETE FROM location_reservations WHERE expires_at <= $1 AND namespace_id IN \
-         (SELECT id FROM namespaces WHERE warehouse_id = $2 AND name = $3)",
-    )
-    .bind(now_ms())
-    .bind(warehouse_id)
-    .bind(namespace.encoded())
-    .execute(&mut *tx)
-    .await
-    .map_err(db_error)?;
-    let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
+    async fn list_namespaces(
+        &self,
+        warehouse_id: &str,
+        parent: Option<&NamespaceIdent>,
+        page: &PageRequest,
+        visible_to: Option<&str>,
+    ) -> Result<Page<NamespaceIdent>, CatalogError> {
+        let fetch = fetch_count(page);
+        let after = page.after.clone().unwrap_or_default();
+        let (scope, scope_value) = match parent {
+            Some(parent) => (
+                "n.parent_id = $1",
+                id_of(&self.pool, warehouse_id, parent)
+                    .await?
+                    .ok_or_else(|| CatalogError::no_such_namespace(parent))?,
+            ),
+            None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.to_owned()),
+        };
+        let visible = if visible_to.is_some() { VISIBLE_NAMESPACE } else { "" };
+        // Assembled from constant fragments only; every value is a bind parameter.
+        let sql =
+            format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
+        if let Some(principal) = visible_to {
+            query = query.bind(principal).bind(now_ms()).bind("\u{1f}").bind("\u{20}");
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+        let Page { items, next_after } = keyset_page(names, page);
+        let items = items
+            .iter()
+            .map(|n| NamespaceIdent::parse_encoded(n))
+            .collect::<Result<_, _>>()
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid namespace row: {e}")))?;
+        Ok(Page { items, next_after })
+    }
+
+    async fn load_namespace(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+    ) -> Result<Option<Properties>, CatalogError> {
+        // One round trip: the namespace row, joined with its properties if it has any.
+        let rows = sqlx::query(
+            "SELECT p.key, p.value FROM namespaces n \
+             LEFT JOIN namespace_properties p ON p.namespace_id = n.id \
+             WHERE n.warehouse_id = $1 AND n.name = $2",
+        )
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut properties = Properties::new();
+        for row in rows {
+            let key: Option<String> = row.try_get("key").map_err(db_error)?;
+            let value: Option<String> = row.try_get("value").map_err(db_error)?;
+            if let (Some(key), Some(value)) = (key, value) {
+                properties.insert(key, value);
+            }
+        }
+        Ok(Some(properties))
+    }
+
+    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool, CatalogError> {
+        Ok(id_of(&self.pool, warehouse_id, namespace).await?.is_some())
+    }
+
+    async fn drop_namespace(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+    ) -> Result<(), CatalogError> {
+        // The foreign keys of child namespaces, tables and views refuse the delete while anything
+        // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
+        let mut tx = self.begin_write().await?;
+        // Expired reservations of staged creates in it go first; an unexpired one keeps the
+        // namespace (as its foreign key would): credentials for its directory are out.
+        sqlx::query(
+            "DELETE FROM location_reservations WHERE expires_at <= $1 AND namespace_id IN \
+             (SELECT id FROM namespaces WHERE warehouse_id = $2 AND name = $3)",
+        )
+        .bind(now_ms())
         .bind(warehouse_id)
         .bind(namespace.encoded())
         .execute(&mut *tx)
-        .await;
-    match result {
-        Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
-        Ok(_) => store.commit_write(tx, write).await,
-        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
-            Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
+        .await
+        .map_err(db_error)?;
+        let reserved: Option<i64> = sqlx::query(
+            "SELECT MAX(expires_at) AS until FROM location_reservations WHERE namespace_id IN \
+             (SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2)",
+        )
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .try_get("until")
+        .map_err(db_error)?;
+        if let Some(until) = reserved {
+            return Err(CatalogError::NamespaceNotEmpty(format!(
+                "Namespace {namespace} holds the locations of a staged create (stage-create) until {until} \
+                 (milliseconds since the epoch), when the credentials vended for them expire"
+            )));
         }
-        Err(e) => Err(db_error(e)),
+        let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
+            .bind(warehouse_id)
+            .bind(namespace.encoded())
+            .execute(&mut *tx)
+            .await;
+        match result {
+            Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
+            Ok(_) => self.commit_write(tx, write).await,
+            Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+                Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
+            }
+            Err(e) => Err(db_error(e)),
+        }
     }
-}
 
-pub(crate) async fn update_properties(
-    store: &SqlStore,
-    write: &WriteContext,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    updates: &Properties,
-    removals: &[String],
-) -> Result<PropertiesChange, CatalogError> {
-    let mut tx = store.begin_write().await?;
-    // No row lock: each key is its own row, so concurrent updates of different keys cannot
-    // overwrite each other, and a concurrent drop makes the upsert fail its foreign key.
-    let id =
-        id_of(&mut *tx, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-    let mut removed = Vec::new();
-    for chunk in removals.chunks(PROPERTY_CHUNK) {
-        // Built at run time because the number of keys varies; every key is a bind parameter.
-        let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
-        let sql = format!(
-            "DELETE FROM namespace_properties WHERE namespace_id = $1 AND key IN ({}) RETURNING key",
-            placeholders.join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(&id);
-        for key in chunk {
-            query = query.bind(key.as_str());
+    async fn update_namespace_properties(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        updates: &Properties,
+        removals: &[String],
+    ) -> Result<PropertiesChange, CatalogError> {
+        let mut tx = self.begin_write().await?;
+        // No row lock: each key is its own row, so concurrent updates of different keys cannot
+        // overwrite each other, and a concurrent drop makes the upsert fail its foreign key.
+        let id = id_of(&mut *tx, warehouse_id, namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+        let mut removed = Vec::new();
+        for chunk in removals.chunks(PROPERTY_CHUNK) {
+            // Built at run time because the number of keys varies; every key is a bind parameter.
+            let placeholders: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!(
+                "DELETE FROM namespace_properties WHERE namespace_id = $1 AND key IN ({}) RETURNING key",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(&id);
+            for key in chunk {
+                query = query.bind(key.as_str());
+            }
+            for row in query.fetch_all(&mut *tx).await.map_err(db_error)? {
+                removed.push(row.try_get::<String, _>("key").map_err(db_error)?);
+            }
         }
-        for row in query.fetch_all(&mut *tx).await.map_err(db_error)? {
-            removed.push(row.try_get::<String, _>("key").map_err(db_error)?);
-        }
+        upsert_properties(&mut tx, &id, updates).await.map_err(|e| match e {
+            CatalogError::NotFound { .. } => CatalogError::no_such_namespace(namespace),
+            other => other,
+        })?;
+        self.commit_write(tx, write).await?;
+        removed.sort_unstable();
+        let missing = removals.iter().filter(|k| removed.binary_search(k).is_err()).cloned().collect();
+        Ok(PropertiesChange { updated: updates.keys().cloned().collect(), removed, missing })
     }
-    upsert_properties(&mut tx, &id, updates).await.map_err(|e| match e {
-        CatalogError::NotFound { .. } => CatalogError::no_such_namespace(namespace),
-        other => other,
-    })?;
-    store.commit_write(tx, write).await?;
-    removed.sort_unstable();
-    let missing = removals.iter().filter(|k| removed.binary_search(k).is_err()).cloned().collect();
-    Ok(PropertiesChange { updated: updates.keys().cloned().collect(), removed, missing })
 }

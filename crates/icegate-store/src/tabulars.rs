@@ -1,17 +1,18 @@
 //! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
 //! drops, renames and listings.
 
+use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind,
+    Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind, TabularStore,
 };
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
-use sqlx::{Any, AssertSqlSafe, Row, Transaction};
+use sqlx::{Any, AssertSqlSafe, FromRow, Row, Transaction};
 
 use crate::namespaces::id_of;
-use crate::{Backend, SqlStore, db_error, fetch_count, is_violation, keyset_page, now_ms};
+use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, now_ms, taken_or_failed};
 
 fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
     match value {
@@ -21,13 +22,24 @@ fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
     }
 }
 
+/// The columns of a `tabulars` row that a load answers with.
+#[derive(sqlx::FromRow)]
+struct TabularRow {
+    id: String,
+    kind: String,
+    location: String,
+    metadata_location: String,
+    metadata: String,
+}
+
 fn from_row(row: &AnyRow) -> Result<Tabular, CatalogError> {
+    let row = TabularRow::from_row(row).map_err(db_error)?;
     Ok(Tabular {
-        id: row.try_get("id").map_err(db_error)?,
-        kind: kind_from(&row.try_get::<String, _>("kind").map_err(db_error)?)?,
-        location: row.try_get("location").map_err(db_error)?,
-        metadata_location: row.try_get("metadata_location").map_err(db_error)?,
-        metadata: row.try_get("metadata").map_err(db_error)?,
+        id: row.id,
+        kind: kind_from(&row.kind)?,
+        location: row.location,
+        metadata_location: row.metadata_location,
+        metadata: row.metadata,
     })
 }
 
@@ -60,8 +72,9 @@ pub(crate) async fn lock_warehouse(
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Own<'a> {
     pub tabular_id: Option<&'a str>,
-    /// (namespace id, name) of a staged create's reservation.
-    pub reserved_as: Option<(&'a str, &'a str)>,
+    /// (namespace id, name, principal) of a staged create whose reservation of exactly the
+    /// location checked is its own.
+    pub reserved_as: Option<(&'a str, &'a str, &'a str)>,
     /// Only locations that equal or contain the one checked count, not those inside it (a
     /// namespace's directory may hold a table that was renamed out of it).
     pub holders_only: bool,
@@ -88,12 +101,13 @@ pub(crate) async fn check_overlap(
     }
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 7)).collect();
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 8)).collect();
     // One branch per index lookup: an OR of the two made the planner scan every row of the
     // warehouse, so creates slowed down linearly with the catalog's size.
     let exact = format!("location IN ({})", placeholders.join(", "));
     let below = "location > $3 || '/' AND location < $3 || '0'";
-    let reserved = "warehouse_id = $1 AND expires_at > $4 AND NOT (namespace_id = $5 AND name = $6)";
+    let reserved = "warehouse_id = $1 AND expires_at > $4 \
+                    AND NOT (namespace_id = $5 AND name = $6 AND principal = $7 AND location = $3)";
     let mut branches = Vec::new();
     for within in std::iter::once(exact.as_str()).chain((!own.holders_only).then_some(below)) {
         branches.push(format!("SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {within}"));
@@ -103,14 +117,16 @@ pub(crate) async fn check_overlap(
         branches.push(format!("SELECT name FROM location_reservations WHERE {reserved} AND {within}"));
     }
     let sql = format!("{} LIMIT 1", branches.join(" UNION ALL "));
-    let (reserved_namespace, reserved_name) = own.reserved_as.unwrap_or(("", ""));
+    // An empty namespace id matches no row: nothing is excluded without a reservation of one's own.
+    let (reserved_namespace, reserved_name, reserved_by) = own.reserved_as.unwrap_or(("", "", ""));
     let mut query = sqlx::query(AssertSqlSafe(sql))
         .bind(warehouse_id)
         .bind(own.tabular_id.unwrap_or(""))
         .bind(location)
         .bind(now_ms())
         .bind(reserved_namespace)
-        .bind(reserved_name);
+        .bind(reserved_name)
+        .bind(reserved_by);
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
@@ -150,7 +166,15 @@ pub(crate) async fn check_namespace_dirs(
     for depth in 1..=segments.len().min(icegate_catalog::ident::MAX_NAMESPACE_DEPTH) {
         let levels = &segments[..depth];
         if namespace.levels().starts_with(&levels.iter().map(|l| (*l).to_owned()).collect::<Vec<_>>()) {
-            continue; // its own namespace, or an ancestor
+            if depth == segments.len() {
+                // The directory of its own namespace or an ancestor: it would hold every
+                // namespace below and every default location there.
+                return Err(CatalogError::bad_request(format!(
+                    "location {location} is the directory of namespace {}",
+                    NamespaceIdent::from_levels(levels.iter().map(|l| (*l).to_owned()))?
+                )));
+            }
+            continue; // inside its own namespace's directory, or an ancestor's
         }
         let Ok(candidate) = NamespaceIdent::from_levels(levels.iter().map(|l| (*l).to_owned())) else {
             break; // no namespace can be named so, nor any below it
@@ -162,76 +186,6 @@ pub(crate) async fn check_namespace_dirs(
         }
     }
     Ok(())
-}
-
-/// The read-only form of the overlap checks, for callers that must know before they write or
-/// vend anything (a commit that moves a table's files). The checks that count run again,
-/// atomically, with the insert or swap.
-pub(crate) async fn check_locations_free(
-    store: &SqlStore,
-    warehouse_id: &str,
-    (namespace, name): (&NamespaceIdent, &str),
-    locations: &[String],
-    exclude_id: Option<&str>,
-) -> Result<(), CatalogError> {
-    let mut conn = store.pool.acquire().await.map_err(db_error)?;
-    let namespace_id = id_of(&mut *conn, warehouse_id, namespace).await?.unwrap_or_default();
-    for location in locations {
-        let own = Own { tabular_id: exclude_id, reserved_as: Some((&namespace_id, name)), ..Own::default() };
-        check_overlap(&mut conn, warehouse_id, location, own).await?;
-        check_namespace_dirs(&mut conn, warehouse_id, namespace, location).await?;
-    }
-    Ok(())
-}
-
-/// Reserves a staged create's locations until `until_ms`, once they pass the checks a create
-/// makes (atomically, under the warehouse's lock); replaces an earlier reservation of the same
-/// name. Expired reservations of the warehouse go.
-pub(crate) async fn reserve(
-    store: &SqlStore,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    name: &str,
-    locations: &[String],
-    until_ms: i64,
-) -> Result<(), CatalogError> {
-    let mut tx = store.begin_write().await?;
-    lock_warehouse(store, &mut tx, warehouse_id).await?;
-    let namespace_id =
-        id_of(&mut *tx, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-    sqlx::query("DELETE FROM location_reservations WHERE warehouse_id = $1 AND expires_at <= $2")
-        .bind(warehouse_id)
-        .bind(now_ms())
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    for location in locations {
-        let own = Own { reserved_as: Some((&namespace_id, name)), ..Own::default() };
-        check_overlap(&mut tx, warehouse_id, location, own).await?;
-        check_namespace_dirs(&mut tx, warehouse_id, namespace, location).await?;
-    }
-    sqlx::query("DELETE FROM location_reservations WHERE namespace_id = $1 AND name = $2")
-        .bind(&namespace_id)
-        .bind(name)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    for location in locations {
-        sqlx::query(
-            "INSERT INTO location_reservations (warehouse_id, namespace_id, name, location, expires_at) \
-             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-        )
-        .bind(warehouse_id)
-        .bind(&namespace_id)
-        .bind(name)
-        .bind(location)
-        .bind(until_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    }
-    // Not an idempotent mutation: a staged create's answer is not kept (it creates nothing).
-    tx.commit().await.map_err(db_error)
 }
 
 /// Records locations a table owns besides its base location. Additive: a location a table
@@ -260,12 +214,6 @@ async fn record_locations(
     Ok(())
 }
 
-/// Every location recorded for a table or view: its base location and the others it owns.
-pub(crate) async fn recorded_locations(store: &SqlStore, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
-    let mut conn = store.pool.acquire().await.map_err(db_error)?;
-    recorded_locations_in(&mut conn, tabular_id).await
-}
-
 async fn recorded_locations_in(conn: &mut sqlx::AnyConnection, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
     let rows = sqlx::query(
         "SELECT location FROM tabulars WHERE id = $1 UNION SELECT location FROM tabular_locations WHERE tabular_id = $1",
@@ -275,67 +223,6 @@ async fn recorded_locations_in(conn: &mut sqlx::AnyConnection, tabular_id: &str)
     .await
     .map_err(db_error)?;
     rows.iter().map(|r| r.try_get("location").map_err(db_error)).collect()
-}
-
-pub(crate) async fn create(
-    store: &SqlStore,
-    write: &WriteContext,
-    new: &NewTabular<'_>,
-) -> Result<String, CatalogError> {
-    let mut tx = store.begin_write().await?;
-    lock_warehouse(store, &mut tx, new.warehouse_id).await?;
-    let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
-        .await?
-        .ok_or_else(|| CatalogError::no_such_namespace(new.namespace))?;
-    // A taken name is the more useful answer (409) than an overlapping location (400).
-    let taken = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2")
-        .bind(&namespace_id)
-        .bind(new.name)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    if taken.is_some() {
-        return Err(already_exists(new.namespace, new.name));
-    }
-    for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
-        let own = Own { reserved_as: Some((&namespace_id, new.name)), ..Own::default() };
-        check_overlap(&mut tx, new.warehouse_id, location, own).await?;
-        check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
-    }
-    let id = uuid::Uuid::now_v7().to_string();
-    let inserted = sqlx::query(
-        "INSERT INTO tabulars (id, warehouse_id, namespace_id, name, kind, location, metadata_location, metadata, \
-         created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
-    )
-    .bind(&id)
-    .bind(new.warehouse_id)
-    .bind(&namespace_id)
-    .bind(new.name)
-    .bind(new.kind.as_str())
-    .bind(new.location)
-    .bind(new.metadata_location)
-    .bind(new.metadata)
-    .bind(now_ms())
-    .execute(&mut *tx)
-    .await;
-    match inserted {
-        Ok(_) => {}
-        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => return Err(already_exists(new.namespace, new.name)),
-        Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
-            return Err(CatalogError::no_such_namespace(new.namespace));
-        }
-        Err(e) => return Err(db_error(e)),
-    }
-    record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
-    // A staged create's reservation has served: the table holds its locations now.
-    sqlx::query("DELETE FROM location_reservations WHERE namespace_id = $1 AND name = $2")
-        .bind(&namespace_id)
-        .bind(new.name)
-        .execute(&mut *tx)
-        .await
-        .map_err(db_error)?;
-    store.commit_write(tx, write).await?;
-    Ok(id)
 }
 
 /// The `FROM ... WHERE` that finds a table or view by name; binds warehouse id, encoded
@@ -377,30 +264,7 @@ fn read_in_place<T>(
     store.reads.as_ref()?.query_row(sql, (warehouse_id, namespace.encoded(), name, kind.as_str()), map)
 }
 
-pub(crate) async fn load(
-    store: &SqlStore,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    name: &str,
-    kind: TabularKind,
-) -> Result<Option<Tabular>, CatalogError> {
-    let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
-    let key = (warehouse_id, namespace, name, kind);
-    let read = read_in_place(store, sql, key, |row| {
-        Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
-    });
-    if let Some(found) = read {
-        return found
-            .map(|(id, kind, location, metadata_location, metadata)| {
-                Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
-            })
-            .transpose();
-    }
-    let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
-    row.as_ref().map(from_row).transpose()
-}
-
-pub(crate) async fn load_head(
+async fn load_head(
     store: &SqlStore,
     warehouse_id: &str,
     namespace: &NamespaceIdent,
@@ -430,11 +294,7 @@ pub(crate) async fn load_head(
 const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, location = $3, updated_at = $4 \
                         WHERE id = $5 AND metadata_location = $6";
 
-pub(crate) async fn swap(
-    store: &SqlStore,
-    write: &WriteContext,
-    swaps: &[MetadataSwap],
-) -> Result<SwapOutcome, CatalogError> {
+async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
     let now = now_ms();
     // The common case, one table and no new location, is a single autocommit statement: one
     // round trip, and the database's row lock orders concurrent swaps.
@@ -512,7 +372,7 @@ fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx:
         .bind(swap.expected_metadata_location.as_str())
 }
 
-pub(crate) async fn drop(
+async fn drop(
     store: &SqlStore,
     write: &WriteContext,
     warehouse_id: &str,
@@ -557,7 +417,7 @@ pub(crate) async fn drop(
     Ok(Some(Dropped { tabular, extra_locations: extra }))
 }
 
-pub(crate) async fn rename(
+async fn rename(
     store: &SqlStore,
     write: &WriteContext,
     warehouse_id: &str,
@@ -594,46 +454,293 @@ pub(crate) async fn rename(
         .await;
     match updated {
         Ok(_) => {}
-        Err(e) if is_violation(&e, ErrorKind::UniqueViolation) => return Err(already_exists(to.0, to.1)),
         Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
             return Err(CatalogError::no_such_namespace(to.0));
         }
-        Err(e) => return Err(db_error(e)),
+        Err(e) => return Err(taken_or_failed(e, || already_exists(to.0, to.1))),
     }
     store.commit_write(tx, write).await
 }
 
-pub(crate) async fn list(
-    store: &SqlStore,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    kind: TabularKind,
-    page: &PageRequest,
-    visible_to: Option<&str>,
-) -> Result<Page<String>, CatalogError> {
-    let namespace_id =
-        id_of(&store.pool, warehouse_id, namespace).await?.ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-    // With `visible_to`: only tables or views the principal ($5, at time $6) holds a grant on.
-    let visible = if visible_to.is_some() {
-        " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-          WHERE m.principal_id = $5 AND (g.expires_at IS NULL OR g.expires_at > $6) AND g.tabular_id = t.id)"
-    } else {
-        ""
-    };
-    // Assembled from constant fragments only; every value is a bind parameter.
-    let sql = format!(
-        "SELECT t.name FROM tabulars t WHERE t.namespace_id = $1 AND t.kind = $2 AND t.name > $3{visible} \
-         ORDER BY t.name LIMIT $4"
-    );
-    let mut query = sqlx::query(AssertSqlSafe(sql))
-        .bind(namespace_id)
-        .bind(kind.as_str())
-        .bind(page.after.clone().unwrap_or_default())
-        .bind(fetch_count(page));
-    if let Some(principal) = visible_to {
-        query = query.bind(principal).bind(now_ms());
+#[async_trait]
+impl TabularStore for SqlStore {
+    async fn create_tabular(&self, write: &WriteContext, new: &NewTabular<'_>) -> Result<String, CatalogError> {
+        let mut tx = self.begin_write().await?;
+        lock_warehouse(self, &mut tx, new.warehouse_id).await?;
+        let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(new.namespace))?;
+        // A taken name is the more useful answer (409) than an overlapping location (400).
+        let taken = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2")
+            .bind(&namespace_id)
+            .bind(new.name)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if taken.is_some() {
+            return Err(already_exists(new.namespace, new.name));
+        }
+        for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
+            let own = Own { reserved_as: Some((&namespace_id, new.name, &write.principal)), ..Own::default() };
+            check_overlap(&mut tx, new.warehouse_id, location, own).await?;
+            check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
+        }
+        let id = uuid::Uuid::now_v7().to_string();
+        let inserted = sqlx::query(
+            "INSERT INTO tabulars (id, warehouse_id, namespace_id, name, kind, location, metadata_location, metadata, \
+             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+        )
+        .bind(&id)
+        .bind(new.warehouse_id)
+        .bind(&namespace_id)
+        .bind(new.name)
+        .bind(new.kind.as_str())
+        .bind(new.location)
+        .bind(new.metadata_location)
+        .bind(new.metadata)
+        .bind(now_ms())
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+                return Err(CatalogError::no_such_namespace(new.namespace));
+            }
+            Err(e) => return Err(taken_or_failed(e, || already_exists(new.namespace, new.name))),
+        }
+        record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
+        // The staged create's reservation of the locations the table took has served: the table
+        // holds them now. Any other reservation stays until it expires.
+        for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
+            sqlx::query(
+                "DELETE FROM location_reservations \
+                 WHERE namespace_id = $1 AND name = $2 AND principal = $3 AND location = $4",
+            )
+            .bind(&namespace_id)
+            .bind(new.name)
+            .bind(&write.principal)
+            .bind(location)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        self.commit_write(tx, write).await?;
+        Ok(id)
     }
-    let rows = query.fetch_all(&store.pool).await.map_err(db_error)?;
-    let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
-    Ok(keyset_page(names, page))
+
+    async fn load_tabular(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Tabular>, CatalogError> {
+        let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
+        let key = (warehouse_id, namespace, name, kind);
+        let read = read_in_place(self, sql, key, |row| {
+            Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+        });
+        if let Some(found) = read {
+            return found
+                .map(|(id, kind, location, metadata_location, metadata)| {
+                    Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
+                })
+                .transpose();
+        }
+        let row = fetch_by_name(self, sql, warehouse_id, namespace, name, kind).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    async fn load_tabular_head(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<TabularHead>, CatalogError> {
+        let Some(heads) = &self.heads else {
+            return load_head(self, warehouse_id, namespace, name, kind).await;
+        };
+        let key = heads::key(warehouse_id, namespace, name, kind);
+        let generation = match heads.lookup(&key) {
+            heads::Lookup::Hit(head) => return Ok(Some(head)),
+            heads::Lookup::Miss(generation) => generation,
+        };
+        let head = load_head(self, warehouse_id, namespace, name, kind).await?;
+        if let Some(head) = &head {
+            heads.offer(generation, key, head);
+        }
+        Ok(head)
+    }
+
+    async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
+        let Some(heads) = self.heads.clone() else { return swap(self, write, swaps).await };
+        let (store, write, swaps) = (self.clone(), write.clone(), swaps.to_vec());
+        icegate_catalog::tasks::detached(async move {
+            let outcome = swap(&store, &write, &swaps).await;
+            heads.forget_ids(swaps.iter().map(|swap| swap.id.as_str()));
+            outcome
+        })
+        .await?
+    }
+
+    async fn drop_tabular(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        kind: TabularKind,
+    ) -> Result<Option<Dropped>, CatalogError> {
+        let Some(heads) = self.heads.clone() else {
+            return drop(self, write, warehouse_id, namespace, name, kind).await;
+        };
+        let (store, write, warehouse_id, namespace, name) =
+            (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
+        icegate_catalog::tasks::detached(async move {
+            let dropped = drop(&store, &write, &warehouse_id, &namespace, &name, kind).await;
+            heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
+            dropped
+        })
+        .await?
+    }
+
+    /// Every location recorded for a table or view: its base location and the others it owns.
+    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        recorded_locations_in(&mut conn, tabular_id).await
+    }
+
+    /// The read-only form of the overlap checks, for callers that must know before they write or
+    /// vend anything (a commit that moves a table's files). The checks that count run again,
+    /// atomically, with the insert or swap.
+    async fn check_locations_free(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        (namespace, name): (&NamespaceIdent, &str),
+        locations: &[String],
+        exclude_id: Option<&str>,
+    ) -> Result<(), CatalogError> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let namespace_id = id_of(&mut *conn, warehouse_id, namespace).await?.unwrap_or_default();
+        for location in locations {
+            let own = Own {
+                tabular_id: exclude_id,
+                reserved_as: Some((&namespace_id, name, &write.principal)),
+                ..Own::default()
+            };
+            check_overlap(&mut conn, warehouse_id, location, own).await?;
+            check_namespace_dirs(&mut conn, warehouse_id, namespace, location).await?;
+        }
+        Ok(())
+    }
+
+    /// Reserves a staged create's locations for its principal until `until_ms`, once they pass
+    /// the checks a create makes (atomically, under the warehouse's lock). Staging the same
+    /// table at the same location again extends the reservation; nothing shortens it. Expired
+    /// reservations of the warehouse go.
+    async fn reserve_locations(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        name: &str,
+        locations: &[String],
+        until_ms: i64,
+    ) -> Result<(), CatalogError> {
+        let mut tx = self.begin_write().await?;
+        lock_warehouse(self, &mut tx, warehouse_id).await?;
+        let namespace_id = id_of(&mut *tx, warehouse_id, namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+        sqlx::query("DELETE FROM location_reservations WHERE warehouse_id = $1 AND expires_at <= $2")
+            .bind(warehouse_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        for location in locations {
+            let own = Own { reserved_as: Some((&namespace_id, name, &write.principal)), ..Own::default() };
+            check_overlap(&mut tx, warehouse_id, location, own).await?;
+            check_namespace_dirs(&mut tx, warehouse_id, namespace, location).await?;
+        }
+        for location in locations {
+            sqlx::query(
+                "INSERT INTO location_reservations (warehouse_id, namespace_id, name, principal, location, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (namespace_id, name, location) DO UPDATE SET expires_at = \
+                 CASE WHEN excluded.expires_at > location_reservations.expires_at THEN excluded.expires_at \
+                 ELSE location_reservations.expires_at END",
+            )
+            .bind(warehouse_id)
+            .bind(&namespace_id)
+            .bind(name)
+            .bind(&write.principal)
+            .bind(location)
+            .bind(until_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        // Not an idempotent mutation: a staged create's answer is not kept (it creates nothing).
+        tx.commit().await.map_err(db_error)
+    }
+
+    async fn rename_tabular(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        kind: TabularKind,
+        from: (&NamespaceIdent, &str),
+        to: (&NamespaceIdent, &str),
+    ) -> Result<(), CatalogError> {
+        let Some(heads) = self.heads.clone() else {
+            return rename(self, write, warehouse_id, kind, from, to).await;
+        };
+        let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
+        let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
+        icegate_catalog::tasks::detached(async move {
+            let renamed = rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
+            heads.forget_key(&heads::key(&warehouse_id, &from.0, &from.1, kind));
+            heads.forget_key(&heads::key(&warehouse_id, &to.0, &to.1, kind));
+            renamed
+        })
+        .await?
+    }
+
+    async fn list_tabulars(
+        &self,
+        warehouse_id: &str,
+        namespace: &NamespaceIdent,
+        kind: TabularKind,
+        page: &PageRequest,
+        visible_to: Option<&str>,
+    ) -> Result<Page<String>, CatalogError> {
+        let namespace_id = id_of(&self.pool, warehouse_id, namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
+        // With `visible_to`: only tables or views the principal ($5, at time $6) holds a grant on.
+        let visible = if visible_to.is_some() {
+            " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
+              WHERE m.principal_id = $5 AND (g.expires_at IS NULL OR g.expires_at > $6) AND g.tabular_id = t.id)"
+        } else {
+            ""
+        };
+        // Assembled from constant fragments only; every value is a bind parameter.
+        let sql = format!(
+            "SELECT t.name FROM tabulars t WHERE t.namespace_id = $1 AND t.kind = $2 AND t.name > $3{visible} \
+             ORDER BY t.name LIMIT $4"
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(namespace_id)
+            .bind(kind.as_str())
+            .bind(page.after.clone().unwrap_or_default())
+            .bind(fetch_count(page));
+        if let Some(principal) = visible_to {
+            query = query.bind(principal).bind(now_ms());
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
+        Ok(keyset_page(names, page))
+    }
 }

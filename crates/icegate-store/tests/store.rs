@@ -1,6 +1,7 @@
 //! One store test suite, run against SQLite and PostgreSQL: each test body below is
 //! instantiated once per backend by `store_tests!`, on a database of its own.
 
+use icegate_catalog::store::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -319,7 +320,7 @@ async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
 fn keyed(principal: &str, key: &str) -> WriteContext {
     let key = icegate_catalog::idempotency::IdempotencyKey { principal: principal.into(), key: key.into() };
     let scope = icegate_catalog::idempotency::IdempotencyScope::new(key, "POST /v1/x".into(), "digest".into());
-    WriteContext { idempotency: Some(Arc::new(scope)) }
+    WriteContext { principal: principal.into(), idempotency: Some(Arc::new(scope)) }
 }
 
 async fn an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request(db: TestDatabase) {

@@ -4,6 +4,7 @@
 mod config;
 mod server;
 
+use icegate_catalog::store::prelude::*;
 use std::sync::Arc;
 
 use anyhow::Context;

@@ -10,8 +10,8 @@ use async_trait::async_trait;
 use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
-    TabularHead, TabularKind, Warehouse,
+    Dropped, IdempotencyStore, MetadataSwap, NamespaceStore, NewTabular, Page, PageRequest, PoolStats,
+    PropertiesChange, SwapOutcome, Tabular, TabularHead, TabularKind, TabularStore, Warehouse, WarehouseStore,
 };
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
 use icegate_store::SqlStore;
@@ -79,6 +79,10 @@ impl CatalogStore for FaultyStore {
     async fn ping(&self) -> Result<()> {
         self.inner.ping().await
     }
+}
+
+#[async_trait]
+impl WarehouseStore for FaultyStore {
     async fn create_warehouse(&self, n: &WarehouseName, r: &StorageRoot, p: &StorageProfile) -> Result<Warehouse> {
         self.inner.create_warehouse(n, r, p).await
     }
@@ -100,6 +104,10 @@ impl CatalogStore for FaultyStore {
     async fn delete_warehouse(&self, n: &WarehouseName) -> Result<()> {
         self.inner.delete_warehouse(n).await
     }
+}
+
+#[async_trait]
+impl NamespaceStore for FaultyStore {
     async fn create_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent, p: &Properties) -> Result<()> {
         self.inner.create_namespace(x, w, ns, p).await
     }
@@ -131,6 +139,10 @@ impl CatalogStore for FaultyStore {
     ) -> Result<PropertiesChange> {
         self.inner.update_namespace_properties(x, w, ns, updates, removals).await
     }
+}
+
+#[async_trait]
+impl IdempotencyStore for FaultyStore {
     async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
         self.inner.idempotency_record(key).await
     }
@@ -149,6 +161,10 @@ impl CatalogStore for FaultyStore {
     async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64> {
         self.inner.delete_idempotency_keys_before(before_ms).await
     }
+}
+
+#[async_trait]
+impl TabularStore for FaultyStore {
     async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
         self.inner.create_tabular(x, t).await
     }
@@ -196,22 +212,24 @@ impl CatalogStore for FaultyStore {
     }
     async fn check_locations_free(
         &self,
+        x: &WriteContext,
         w: &str,
         t: (&NamespaceIdent, &str),
         locations: &[String],
         exclude: Option<&str>,
     ) -> Result<()> {
-        self.inner.check_locations_free(w, t, locations, exclude).await
+        self.inner.check_locations_free(x, w, t, locations, exclude).await
     }
     async fn reserve_locations(
         &self,
+        x: &WriteContext,
         w: &str,
         ns: &NamespaceIdent,
         n: &str,
         locations: &[String],
         until: i64,
     ) -> Result<()> {
-        self.inner.reserve_locations(w, ns, n, locations, until).await
+        self.inner.reserve_locations(x, w, ns, n, locations, until).await
     }
     async fn rename_tabular(
         &self,

@@ -9,8 +9,8 @@ use icegate_api::HttpOptions;
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
-    TabularKind, Warehouse,
+    Dropped, IdempotencyStore, MetadataSwap, NamespaceStore, NewTabular, Page, PageRequest, PoolStats,
+    PropertiesChange, SwapOutcome, Tabular, TabularKind, TabularStore, Warehouse, WarehouseStore,
 };
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
 use icegate_store::testing::TestBackend;
@@ -165,6 +165,10 @@ impl CatalogStore for BrokenStore {
     async fn ping(&self) -> Result<()> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl WarehouseStore for BrokenStore {
     async fn create_warehouse(&self, _: &WarehouseName, _: &StorageRoot, _: &StorageProfile) -> Result<Warehouse> {
         self.fail().await
     }
@@ -186,6 +190,10 @@ impl CatalogStore for BrokenStore {
     async fn delete_warehouse(&self, _: &WarehouseName) -> Result<()> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl NamespaceStore for BrokenStore {
     async fn create_namespace(&self, _: &WriteContext, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
         self.fail().await
     }
@@ -217,6 +225,10 @@ impl CatalogStore for BrokenStore {
     ) -> Result<PropertiesChange> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl IdempotencyStore for BrokenStore {
     async fn idempotency_record(
         &self,
         _: &icegate_catalog::idempotency::IdempotencyKey,
@@ -238,6 +250,10 @@ impl CatalogStore for BrokenStore {
     async fn delete_idempotency_keys_before(&self, _: i64) -> Result<u64> {
         self.fail().await
     }
+}
+
+#[async_trait]
+impl TabularStore for BrokenStore {
     async fn create_tabular(&self, _: &WriteContext, _: &NewTabular<'_>) -> Result<String> {
         self.fail().await
     }
@@ -257,8 +273,12 @@ impl CatalogStore for BrokenStore {
     ) -> Result<Option<Dropped>> {
         self.fail().await
     }
+    async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {
+        self.fail().await
+    }
     async fn check_locations_free(
         &self,
+        _: &WriteContext,
         _: &str,
         _: (&NamespaceIdent, &str),
         _: &[String],
@@ -266,10 +286,15 @@ impl CatalogStore for BrokenStore {
     ) -> Result<()> {
         self.fail().await
     }
-    async fn reserve_locations(&self, _: &str, _: &NamespaceIdent, _: &str, _: &[String], _: i64) -> Result<()> {
-        self.fail().await
-    }
-    async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {
+    async fn reserve_locations(
+        &self,
+        _: &WriteContext,
+        _: &str,
+        _: &NamespaceIdent,
+        _: &str,
+        _: &[String],
+        _: i64,
+    ) -> Result<()> {
         self.fail().await
     }
     async fn rename_tabular(

@@ -55,6 +55,14 @@ impl Catalog {
         let all: Vec<String> = std::iter::once(base).chain(extra).collect();
         self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
         if request.stage_create {
+            // A table or view of that name exists: the staged create could never commit (and
+            // must not reserve locations under its name).
+            for kind in [TabularKind::Table, TabularKind::View] {
+                let found = self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, kind).await?;
+                if found.is_some() {
+                    return Err(CatalogError::AlreadyExists(format!("Table already exists: {table}")));
+                }
+            }
             // Nothing is stored yet, but the client is handed credentials for the table's
             // locations: they must pass every rule a create does, before anything is vended.
             // The commit that creates the table checks them again, atomically with its insert.
@@ -64,7 +72,9 @@ impl Catalog {
                 .map_or(STAGED_WITHOUT_CREDENTIALS_SECONDS, |s3| u64::from(s3.sts.session_duration_seconds));
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             let until = (now.as_millis() + u128::from(seconds) * 1000) as i64;
-            self.store().reserve_locations(&warehouse.id, &table.namespace, &table.name, &all, until).await?;
+            self.store()
+                .reserve_locations(&ctx.write(), &warehouse.id, &table.namespace, &table.name, &all, until)
+                .await?;
             let etag = etag(&format!("staged:{}", metadata.uuid()), SnapshotMode::All);
             return Ok(TableResult {
                 id: None,
@@ -95,7 +105,9 @@ impl Catalog {
         self.check_size("document", metadata_json.len())?;
         // Before the file is written: no file lands in another table's directory.
         let all: Vec<String> = std::iter::once(location.clone()).chain(extra_locations.iter().cloned()).collect();
-        self.store().check_locations_free(&warehouse.id, (&table.namespace, &table.name), &all, None).await?;
+        self.store()
+            .check_locations_free(&ctx.write(), &warehouse.id, (&table.namespace, &table.name), &all, None)
+            .await?;
         let metadata_location = metadata_file_location(metadata, None);
         if let Err(err) =
             self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await
