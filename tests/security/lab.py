@@ -109,6 +109,24 @@ def namespace_securable(warehouse, namespace):
     return {"type": "namespace", "warehouse": warehouse, "namespace": [namespace]}
 
 
+def staged_commit(metadata, location):
+    """The updateTable body that creates a staged table (`assert-create`), as clients send it."""
+    return {
+        "requirements": [{"type": "assert-create"}],
+        "updates": [
+            {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+            {"action": "upgrade-format-version", "format-version": metadata["format-version"]},
+            {"action": "add-schema", "schema": metadata["schemas"][0]},
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "add-spec", "spec": metadata["partition-specs"][0]},
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "add-sort-order", "sort-order": metadata["sort-orders"][0]},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+            {"action": "set-location", "location": location},
+        ],
+    }
+
+
 SCHEMA = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
 
 

@@ -13,7 +13,7 @@ import botocore.exceptions
 import pytest
 import requests
 
-from lab import SCHEMA, lab, profile, running_lab  # noqa: F401 (lab is a fixture; it puts ../s3 on the path)
+from lab import SCHEMA, lab, profile, running_lab, staged_commit  # noqa: F401 (lab is a fixture; it puts ../s3 on the path)
 from harness import BUCKET, WHOLE_BUCKET  # noqa: E402
 
 DELEGATE = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -98,20 +98,7 @@ def test_a_staged_create_cannot_take_a_namespaces_directory_or_what_is_created_t
     assert status == 400, refused
     # The staged table itself commits (its own reservation), and then holds the location.
     meta = staged["metadata"]
-    commit = {
-        "requirements": [{"type": "assert-create"}],
-        "updates": [
-            {"action": "assign-uuid", "uuid": meta["table-uuid"]},
-            {"action": "upgrade-format-version", "format-version": meta["format-version"]},
-            {"action": "add-schema", "schema": meta["schemas"][0]},
-            {"action": "set-current-schema", "schema-id": -1},
-            {"action": "add-spec", "spec": meta["partition-specs"][0]},
-            {"action": "set-default-spec", "spec-id": -1},
-            {"action": "add-sort-order", "sort-order": meta["sort-orders"][0]},
-            {"action": "set-default-sort-order", "sort-order-id": -1},
-            {"action": "set-location", "location": f"{ROOT}/r1/later"},
-        ],
-    }
+    commit = staged_commit(meta, f"{ROOT}/r1/later")
     # Only by the principal that staged it: another one with `create` cannot take the location.
     _, other, _ = lab.principal([("create", ns_securable(["r1"]))])
     status, body = lab.call(other, "POST", f"{tables(lab, ['r1'])}/grab", commit)

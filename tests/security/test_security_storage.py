@@ -20,7 +20,7 @@ import botocore.exceptions
 import pytest
 import requests
 
-from lab import SCHEMA, lab, namespace_securable, profile, table_securable  # noqa: F401
+from lab import SCHEMA, lab, namespace_securable, profile, staged_commit, table_securable  # noqa: F401
 from harness import BUCKET, OTHER_BUCKET, WHOLE_BUCKET, ADMIN_ID, ADMIN_SECRET  # noqa: E402
 
 DELEGATE = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -122,20 +122,7 @@ def test_a_staged_location_is_reserved_until_its_create_commits(lab):
     status, _ = lab.call(lab.admin, "GET", f"{lab.tables('lake', 'att1b')}/theirs")
     assert status == 404
     meta = staged["metadata"]
-    commit = {
-        "requirements": [{"type": "assert-create"}],
-        "updates": [
-            {"action": "assign-uuid", "uuid": meta["table-uuid"]},
-            {"action": "upgrade-format-version", "format-version": meta["format-version"]},
-            {"action": "add-schema", "schema": meta["schemas"][0]},
-            {"action": "set-current-schema", "schema-id": -1},
-            {"action": "add-spec", "spec": meta["partition-specs"][0]},
-            {"action": "set-default-spec", "spec-id": -1},
-            {"action": "add-sort-order", "sort-order": meta["sort-orders"][0]},
-            {"action": "set-default-sort-order", "sort-order-id": -1},
-            {"action": "set-location", "location": where},
-        ],
-    }
+    commit = staged_commit(meta, where)
     status, body = lab.call(attacker, "POST", f"{lab.tables('lake', 'att1b')}/mine", commit)
     assert status == 200, body
     assert lab.ok(lab.admin, "GET", f"{lab.tables('lake', 'att1b')}/mine")["metadata"]["location"] == where

@@ -14,7 +14,7 @@ use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::validate_name;
 use crate::service::{Catalog, Listing};
-use crate::store::{MetadataSwap, NewTabular, Tabular, TabularKind, Warehouse};
+use crate::store::{MetadataSwap, Tabular, TabularKind, Warehouse};
 use crate::tables::{TableIdent, location_inside};
 
 /// The one view requirement of the spec.
@@ -147,16 +147,7 @@ impl Catalog {
             .store()
             .create_tabular(
                 &ctx.write(),
-                &NewTabular {
-                    warehouse_id: &warehouse.id,
-                    namespace: &view.namespace,
-                    name: &view.name,
-                    kind: TabularKind::View,
-                    location,
-                    extra_locations: &[],
-                    metadata_location,
-                    metadata: metadata_json,
-                },
+                &view.new_row(TabularKind::View, warehouse, location, &[], metadata_location, metadata_json),
             )
             .await;
         if let Err(err) = created {

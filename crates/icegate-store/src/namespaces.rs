@@ -83,19 +83,14 @@ impl NamespaceStore for SqlStore {
         properties: &Properties,
     ) -> Result<(), CatalogError> {
         let mut tx = self.begin_write().await?;
-        // The namespace's directory (where its tables go by default) must not be, or lie inside, a
-        // table's, view's or staged create's location (every create in it would overlap): checked under the warehouse's lock, which
-        // creates and moves of tables take for the same check (see `tabulars::check_namespace_dirs`).
+        // The namespace's directory (where its tables go by default) must not be, or lie inside,
+        // a table's, view's or staged create's location (every create in it would overlap):
+        // checked under the warehouse's lock, which creates and moves of tables take for the
+        // same check (see `tabulars::check_namespace_dirs`).
         crate::tabulars::lock_warehouse(self, &mut tx, warehouse_id).await?;
-        let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
-            .bind(warehouse_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db_error)?
-            .map(|row| row.try_get("storage_root"))
-            .transpose()
-            .map_err(db_error)?;
-        let root = root.ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
+        let root = crate::tabulars::storage_root(&mut tx, warehouse_id)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
         let dir = format!("{root}/{}", namespace.levels().join("/"));
         crate::tabulars::check_overlap(
             &mut tx,

@@ -150,14 +150,7 @@ pub(crate) async fn check_namespace_dirs(
     namespace: &NamespaceIdent,
     location: &str,
 ) -> Result<(), CatalogError> {
-    let root: Option<String> = sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
-        .bind(warehouse_id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(db_error)?
-        .map(|row| row.try_get("storage_root"))
-        .transpose()
-        .map_err(db_error)?;
+    let root = storage_root(conn, warehouse_id).await?;
     let Some(rest) = root.as_deref().and_then(|root| location.strip_prefix(root)).and_then(|r| r.strip_prefix('/'))
     else {
         return Ok(()); // outside the warehouse: refused elsewhere
@@ -186,6 +179,21 @@ pub(crate) async fn check_namespace_dirs(
         }
     }
     Ok(())
+}
+
+/// The storage root of a warehouse, by id.
+pub(crate) async fn storage_root(
+    conn: &mut sqlx::AnyConnection,
+    warehouse_id: &str,
+) -> Result<Option<String>, CatalogError> {
+    sqlx::query("SELECT storage_root FROM warehouses WHERE id = $1")
+        .bind(warehouse_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db_error)?
+        .map(|row| row.try_get("storage_root"))
+        .transpose()
+        .map_err(db_error)
 }
 
 /// Records locations a table owns besides its base location. Additive: a location a table

@@ -8,7 +8,7 @@ use crate::commit::not_committed;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
-use crate::store::{NewTabular, TabularKind, Warehouse};
+use crate::store::{TabularKind, Warehouse};
 
 /// How long a staged create's locations stay reserved when the warehouse vends no credentials
 /// (a file warehouse): long enough for its client to write the table's first files and commit.
@@ -119,16 +119,14 @@ impl Catalog {
             .store()
             .create_tabular(
                 &ctx.write(),
-                &NewTabular {
-                    warehouse_id: &warehouse.id,
-                    namespace: &table.namespace,
-                    name: &table.name,
-                    kind: TabularKind::Table,
-                    location: &location,
-                    extra_locations: &extra_locations,
-                    metadata_location: &metadata_location,
-                    metadata: &metadata_json,
-                },
+                &table.new_row(
+                    TabularKind::Table,
+                    warehouse,
+                    &location,
+                    &extra_locations,
+                    &metadata_location,
+                    &metadata_json,
+                ),
             )
             .await;
         let id = match created {

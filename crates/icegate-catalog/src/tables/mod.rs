@@ -31,7 +31,7 @@ use iceberg::{TableRequirement, TableUpdate};
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
 use crate::storage::TableLocations;
-use crate::store::Warehouse;
+use crate::store::{NewTabular, TabularKind, Warehouse};
 
 pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
 
@@ -55,6 +55,30 @@ impl TableIdent {
     pub fn new(namespace: NamespaceIdent, name: &str) -> Result<Self> {
         validate_name("table", name)?;
         Ok(Self { namespace, name: name.to_owned() })
+    }
+}
+
+impl TableIdent {
+    /// The row of this table or view (`kind`) as the store inserts it.
+    pub(crate) fn new_row<'a>(
+        &'a self,
+        kind: TabularKind,
+        warehouse: &'a Warehouse,
+        location: &'a str,
+        extra_locations: &'a [String],
+        metadata_location: &'a str,
+        metadata: &'a str,
+    ) -> NewTabular<'a> {
+        NewTabular {
+            warehouse_id: &warehouse.id,
+            namespace: &self.namespace,
+            name: &self.name,
+            kind,
+            location,
+            extra_locations,
+            metadata_location,
+            metadata,
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
 use crate::storage::TableLocations;
-use crate::store::{MetadataSwap, NewTabular, SwapOutcome, TabularKind};
+use crate::store::{MetadataSwap, SwapOutcome, TabularKind};
 
 impl Catalog {
     /// registerTable: adopts an existing metadata file; with `overwrite`, repoints an existing
@@ -86,16 +86,14 @@ impl Catalog {
             .store()
             .create_tabular(
                 &ctx.write(),
-                &NewTabular {
-                    warehouse_id: &warehouse.id,
-                    namespace: &table.namespace,
-                    name: &table.name,
-                    kind: TabularKind::Table,
-                    location: &location,
-                    extra_locations: &extra_locations,
+                &table.new_row(
+                    TabularKind::Table,
+                    &warehouse,
+                    &location,
+                    &extra_locations,
                     metadata_location,
-                    metadata: &metadata_json,
-                },
+                    &metadata_json,
+                ),
             )
             .await?;
         Ok(TableResult {
