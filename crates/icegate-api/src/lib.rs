@@ -60,9 +60,6 @@ pub struct AppStateInner {
     pub security: authz::Security,
     /// Every documented `(METHOD, route)`, to tell a wrong method from a route without a rule.
     pub operations: Arc<std::collections::HashSet<(String, String)>>,
-    /// The catalog's URL as clients reach it, for endpoints handed to them (signing, credential
-    /// refresh); the request's Host header when unset.
-    pub public_url: Option<String>,
 }
 
 /// Limits applied to every request.
@@ -87,6 +84,7 @@ pub struct HttpOptions {
 /// Iceberg error format applied to all of them.
 pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
+    let catalog = catalog.with_public_url(options.public_url.clone());
     let state = AppState(Arc::new(AppStateInner {
         catalog,
         metrics: metrics.clone(),
@@ -96,7 +94,6 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         max_body_bytes: options.max_body_bytes,
         security,
         operations: Arc::new(documents.operations()),
-        public_url: options.public_url.clone(),
     }));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()

@@ -52,6 +52,8 @@ pub struct Catalog {
     max_metadata_bytes: u64,
     /// Endpoints a warehouse admin may use in a storage profile (`storage.allowed_endpoints`).
     allowed_endpoints: Arc<Vec<AllowedEndpoint>>,
+    /// `server.public_url`: the catalog's URL as clients reach it (refresh endpoints).
+    public_url: Option<Arc<str>>,
 }
 
 /// The default of `catalog.max_metadata_bytes`.
@@ -74,7 +76,19 @@ impl Catalog {
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             allowed_endpoints: Arc::default(),
+            public_url: None,
         }
+    }
+
+    /// The catalog's URL as clients reach it (`server.public_url`); without it, the Host a
+    /// request came to.
+    pub fn with_public_url(mut self, url: Option<String>) -> Self {
+        self.public_url = url.map(Arc::from);
+        self
+    }
+
+    pub fn public_url(&self) -> Option<&str> {
+        self.public_url.as_deref()
     }
 
     /// Endpoints that storage profiles may name without admin on the server.

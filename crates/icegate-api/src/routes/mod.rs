@@ -1,8 +1,8 @@
-//! HTTP handlers, one module per resource. A handler extracts (path, query, body, the request
-//! context), calls a catalog service method and shapes the response: status, headers, body.
-//! Table responses also carry storage access (`tables::storage_access`, the credentials or
-//! signing configuration for the caller's level), and loadTable answers `If-None-Match` here;
-//! warehouse handlers seal the secrets of a profile before the service stores it.
+//! HTTP handlers, one module per resource. A handler extracts (path, query, body, headers, the
+//! request context), calls the catalog service and shapes the response: status, headers, body.
+//! A table response is the service's table and the service's storage access for it (two calls);
+//! warehouse handlers still seal a profile's secrets (the API's input type) before the service
+//! stores it.
 
 pub mod access;
 pub mod config;

@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::storage::{AccessLevel, Delegation, SignRequest, TableAccessRequest, TableStorageAccess};
+use icegate_catalog::storage::{AccessLevel, Delegation, SignRequest, TableStorageAccess};
 use icegate_catalog::store::TabularKind;
-use icegate_catalog::tables::{CreateTable, SnapshotMode, TableChange, TableIdent, TableResult};
+use icegate_catalog::tables::{
+    CreateTable, Loaded, SnapshotMode, StorageRequest, TableChange, TableIdent, TableResult,
+};
 
 use crate::AppState;
 use crate::authz::{StorageAccess, storage_access as storage_access_level};
@@ -23,63 +25,20 @@ use crate::table_models::{
 use icegate_catalog::NamespaceIdent;
 use icegate_catalog::access::{Caller, Privilege, Target};
 
-/// Everything but RFC 3986's unreserved characters.
-const SEGMENT: &percent_encoding::AsciiSet =
-    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
-
-/// Percent-encodes one path segment of a catalog route.
-fn segment(value: &str) -> String {
-    percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
-}
-
-/// Who asks for a table's files and how: what the vendor needs besides the table itself.
-pub(crate) struct StorageRequest<'a> {
-    pub prefix: &'a str,
-    pub namespace: &'a str,
-    pub table: &'a str,
-    pub access: AccessLevel,
-    /// What the client asked for (`X-Iceberg-Access-Delegation`).
-    pub delegation: Delegation,
-    pub headers: &'a HeaderMap,
-}
-
-impl StorageRequest<'_> {
-    fn table_path(&self) -> String {
-        format!("v1/{}/namespaces/{}/tables/{}", segment(self.prefix), segment(self.namespace), segment(self.table))
+/// What the request's headers say about storage access: the delegation asked for and the Host.
+fn storage_request<'a>(
+    (prefix, namespace, table): (&'a str, &'a str, &'a str),
+    access: AccessLevel,
+    headers: &'a HeaderMap,
+) -> StorageRequest<'a> {
+    StorageRequest {
+        prefix,
+        namespace,
+        table,
+        access,
+        delegation: Delegation::parse(headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok())),
+        host: headers.get(header::HOST).and_then(|h| h.to_str().ok()),
     }
-}
-
-/// The catalog's base URL as clients should use it: `server.public-url`, else the Host header.
-pub(crate) fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    if let Some(url) = &state.public_url {
-        return url.trim_end_matches('/').to_owned();
-    }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-    format!("http://{host}")
-}
-
-/// Client configuration and vended credentials for a table, as its warehouse's profile says.
-pub(crate) async fn storage_access(
-    state: &AppState,
-    result: &TableResult,
-    request: &StorageRequest<'_>,
-) -> Result<TableStorageAccess, ApiError> {
-    let Some(vendor) = state.catalog.vendor() else { return Ok(TableStorageAccess::default()) };
-    if result.warehouse.storage_profile.s3().is_none() {
-        return Ok(TableStorageAccess::default());
-    }
-    let locations = state.catalog.table_locations(result).await?;
-    let table_path = request.table_path();
-    let base_url = base_url(state, request.headers);
-    let access = TableAccessRequest {
-        warehouse: &result.warehouse,
-        locations: &locations,
-        access: request.access,
-        delegation: request.delegation,
-        table_path: &table_path,
-        base_url: &base_url,
-    };
-    Ok(vendor.table_access(&access).await?)
 }
 
 fn credentials_list(credentials: Vec<(String, BTreeMap<String, String>)>) -> Vec<StorageCredential> {
@@ -109,10 +68,7 @@ async fn table_response(
     access: AccessLevel,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (prefix, namespace, name) = table;
-    let delegation = Delegation::parse(headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
-    let request = StorageRequest { prefix, namespace, table: name, access, delegation, headers };
-    let storage = storage_access(state, &result, &request).await?;
+    let storage = state.catalog.storage_access(&result, &storage_request(table, access, headers)).await?;
     load_result(result, storage)
 }
 
@@ -222,21 +178,19 @@ pub async fn load_table(
         Some("refs") => SnapshotMode::Refs,
         Some(other) => return Err(ApiError::bad_request(format!("snapshots must be `all` or `refs`, not {other:?}"))),
     };
-    let result = state.catalog.load_table(&prefix, &namespace, &table, mode).await?;
-    let not_modified = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .any(|tag| tag == result.etag || tag == "*" || tag.strip_prefix("W/") == Some(result.etag.as_str()));
-    if not_modified {
-        let mut response = StatusCode::NOT_MODIFIED.into_response();
-        if let Ok(etag) = HeaderValue::from_str(&result.etag) {
-            response.headers_mut().insert(header::ETAG, etag);
-        }
-        return Ok(response);
-    }
+    let if_none_match: Vec<&str> =
+        headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
+    let result =
+        match state.catalog.load_table_unless_current(&prefix, &namespace, &table, mode, &if_none_match).await? {
+            Loaded::Table(result) => result,
+            Loaded::NotModified { etag } => {
+                let mut response = StatusCode::NOT_MODIFIED.into_response();
+                if let Ok(etag) = HeaderValue::from_str(&etag) {
+                    response.headers_mut().insert(header::ETAG, etag);
+                }
+                return Ok(response);
+            }
+        };
     let level = storage_access_level(caller.as_ref(), access.as_ref());
     table_response(&state, result, (&prefix, &namespace, &table), level, &headers).await
 }
@@ -370,18 +324,10 @@ pub async fn load_credentials(
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     headers: HeaderMap,
 ) -> Result<Json<LoadCredentialsResponse>, ApiError> {
-    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
-    let storage = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &table,
-        access: storage_access_level(caller.as_ref(), access.as_ref()),
-        // Asking for credentials is asking for them, whatever the delegation header says.
-        delegation: Delegation { vended_credentials: true, ..Delegation::default() },
-        headers: &headers,
-    };
-    let storage = storage_access(&state, &result, &storage).await?;
-    Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(storage.credentials) }))
+    let level = storage_access_level(caller.as_ref(), access.as_ref());
+    let request = storage_request((&prefix, &namespace, &table), level, &headers);
+    let credentials = state.catalog.table_credentials(&request).await?;
+    Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(credentials) }))
 }
 
 /// Remotely signs requests to object storage
@@ -410,28 +356,15 @@ pub async fn sign_request(
     if request.provider.as_deref().is_some_and(|p| p != "s3") {
         return Err(ApiError::bad_request(format!("cannot sign for provider {:?}", request.provider)));
     }
-    let vendor = state
-        .catalog
-        .vendor()
-        .ok_or_else(|| ApiError::bad_request("this server does not serve object storage"))?
-        .clone();
-    let result = state.catalog.load_table(&prefix, &namespace, &table, SnapshotMode::All).await?;
-    let locations = state.catalog.table_locations(&result).await?;
     let level = storage_access_level(caller.as_ref(), access.as_ref());
-    let signed = vendor
-        .sign(
-            &result.warehouse,
-            &locations,
-            level,
-            SignRequest {
-                region: request.region,
-                uri: request.uri,
-                method: request.method,
-                headers: request.headers,
-                body: request.body,
-            },
-        )
-        .await?;
+    let sign = SignRequest {
+        region: request.region,
+        uri: request.uri,
+        method: request.method,
+        headers: request.headers,
+        body: request.body,
+    };
+    let signed = state.catalog.sign_table_request((&prefix, &namespace, &table), level, sign).await?;
     Ok(Json(RemoteSignResult { uri: signed.uri, headers: signed.headers }))
 }
 
@@ -591,16 +524,8 @@ pub(crate) async fn revend_replayed(
     };
     // No access now: the stored answer, without credentials.
     let Some(level) = level else { return Some(body.to_string()) };
-    let delegation = Delegation::parse(parts.headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok()));
-    let request = StorageRequest {
-        prefix: &prefix,
-        namespace: &namespace,
-        table: &name,
-        access: level,
-        delegation,
-        headers: &parts.headers,
-    };
-    let storage = storage_access(state, &result, &request).await.ok()?;
+    let request = storage_request((&prefix, &namespace, &name), level, &parts.headers);
+    let storage = state.catalog.storage_access(&result, &request).await.ok()?;
     let config = body.as_object_mut()?.entry("config").or_insert_with(|| serde_json::json!({}));
     for (key, value) in storage.config {
         config[key] = serde_json::Value::String(value);

@@ -13,7 +13,47 @@ use crate::pagination::{encode_token, page_request};
 use crate::service::{Catalog, Listing};
 use crate::store::{Tabular, TabularKind, Warehouse};
 
+/// A load of a table the client may already hold (`If-None-Match`).
+// Returned once per load and matched at once: boxing the table would cost an allocation on the
+// hot path to save a move.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Loaded {
+    Table(TableResult),
+    /// The client's entity tag is current: answer 304 with it.
+    NotModified {
+        etag: String,
+    },
+}
+
+/// Whether `If-None-Match` values (lists of entity tags, weak or strong, or `*`) match `etag`.
+fn etag_matches(etag: &str, if_none_match: &[&str]) -> bool {
+    if_none_match
+        .iter()
+        .flat_map(|value| value.split(','))
+        .map(str::trim)
+        .any(|tag| tag == etag || tag == "*" || tag.strip_prefix("W/") == Some(etag))
+}
+
 impl Catalog {
+    /// loadTable with the client's `If-None-Match` values: the table, or that it has not
+    /// changed (decided on the ETag alone, before any body is built).
+    pub async fn load_table_unless_current(
+        &self,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        mode: SnapshotMode,
+        if_none_match: &[&str],
+    ) -> Result<Loaded> {
+        let result = self.load_table(prefix, namespace, name, mode).await?;
+        Ok(if etag_matches(&result.etag, if_none_match) {
+            Loaded::NotModified { etag: result.etag }
+        } else {
+            Loaded::Table(result)
+        })
+    }
+
     pub(crate) async fn load_row(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Tabular>> {
         self.store().load_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await
     }
@@ -119,5 +159,21 @@ impl Catalog {
             items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
             next_page_token: page.next_after.as_deref().map(encode_token),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::etag_matches;
+
+    #[test]
+    fn if_none_match_matches_strong_weak_listed_and_any() {
+        let etag = "\"abc\"";
+        assert!(etag_matches(etag, &["\"abc\""]));
+        assert!(etag_matches(etag, &["W/\"abc\""]));
+        assert!(etag_matches(etag, &["\"x\", \"abc\""]));
+        assert!(etag_matches(etag, &["\"x\"", "*"]));
+        assert!(!etag_matches(etag, &["\"abcd\"", "W/\"ab\""]));
+        assert!(!etag_matches(etag, &[]));
     }
 }

@@ -8,7 +8,8 @@
 //! 409.
 //!
 //! - `create`: createTable and stage-create, and where tables go (`placement`);
-//! - `load`: loadTable, exists, list, and the metadata cache policy of loads;
+//! - `load`: loadTable (and `If-None-Match`), exists, list, and the metadata cache policy of loads;
+//! - `storage_access`: vended credentials, signing configuration and remote signing for clients;
 //! - `commit`: updateTable and commitTransaction (also the create of an `assert-create` commit);
 //! - `register`, `drop`, `rename`: the rest of a table's life;
 //! - `metadata_files`: metadata file names, bounded reads, documents, ETags.
@@ -21,6 +22,7 @@ mod metadata_files;
 mod placement;
 mod register;
 mod rename;
+mod storage_access;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -33,7 +35,9 @@ use crate::ident::{NamespaceIdent, validate_name};
 use crate::storage::TableLocations;
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
+pub use load::Loaded;
 pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
+pub use storage_access::StorageRequest;
 
 const PROPERTY_FORMAT_VERSION: &str = "format-version";
 const PROPERTY_METADATA_PATH: &str = "write.metadata.path";
