@@ -19,3 +19,17 @@ CREATE TABLE location_reservations (
 );
 
 CREATE INDEX location_reservations_location_idx ON location_reservations (warehouse_id, location);
+
+-- Locations of dropped tables and views, kept from other tables, views and namespaces until
+-- the credentials vended for them while they existed have expired (the STS session duration
+-- of the warehouse's profile): otherwise a table or namespace made there later would be
+-- reachable with them. Not tied to a namespace, so they never block a namespace's drop.
+CREATE TABLE location_leases (
+    warehouse_id TEXT NOT NULL,
+    location     TEXT COLLATE "C" NOT NULL,
+    -- The dropped table's or view's uuid: registering that same table again is not kept out.
+    tabular_uuid TEXT NOT NULL,
+    expires_at   BIGINT NOT NULL
+);
+
+CREATE INDEX location_leases_location_idx ON location_leases (warehouse_id, location);

@@ -91,6 +91,15 @@ impl Catalog {
         self.public_url.as_deref()
     }
 
+    /// Until when (ms since the epoch) credentials vended now for `warehouse` may work: its STS
+    /// session duration from now; `without_credentials` seconds for warehouses that vend none.
+    pub(crate) fn credentials_valid_until(&self, warehouse: &Warehouse, without_credentials: u64) -> i64 {
+        let seconds =
+            warehouse.storage_profile.s3().map_or(without_credentials, |s3| u64::from(s3.sts.session_duration_seconds));
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        (now.as_millis() + u128::from(seconds) * 1000) as i64
+    }
+
     /// Endpoints that storage profiles may name without admin on the server.
     pub fn with_allowed_endpoints(mut self, endpoints: Vec<AllowedEndpoint>) -> Self {
         self.allowed_endpoints = Arc::new(endpoints);

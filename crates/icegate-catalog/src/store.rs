@@ -265,7 +265,9 @@ pub trait TabularStore: Send + Sync {
     }
     /// Applies every swap in one transaction, or none of them.
     async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
-    /// Deletes a table or view and returns what it was, `None` when it did not exist.
+    /// Deletes a table or view and returns what it was, `None` when it did not exist. Until
+    /// `lease_until_ms` (when credentials vended for it expire; 0: no lease) its locations stay
+    /// out of reach of other tables, views, staged creates and namespaces.
     async fn drop_tabular(
         &self,
         write: &WriteContext,
@@ -273,6 +275,7 @@ pub trait TabularStore: Send + Sync {
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
+        lease_until_ms: i64,
     ) -> Result<Option<Dropped>>;
     /// Every location recorded for a table or view: its base location and every other location
     /// it owns (current extra locations and those it moved away from).

@@ -184,8 +184,10 @@ impl Catalog {
     pub async fn drop_view(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let view = Self::view_ident(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
+        // No credentials are vended for views: nothing to keep their locations for.
+        let lease = 0;
         self.store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &view.namespace, &view.name, TabularKind::View)
+            .drop_tabular(&ctx.write(), &warehouse.id, &view.namespace, &view.name, TabularKind::View, lease)
             .await?
             .map(|_| ())
             .ok_or_else(|| CatalogError::no_such_view(&view))

@@ -72,17 +72,33 @@ pub(crate) async fn lock_warehouse(
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Own<'a> {
     pub tabular_id: Option<&'a str>,
-    /// (namespace id, name, principal) of a staged create whose reservation of exactly the
-    /// location checked is its own.
+    /// (namespace id, name, principal) of the table being created or staged: that principal's
+    /// own reservations for that table do not count against it (others' always do).
     pub reserved_as: Option<(&'a str, &'a str, &'a str)>,
     /// Only locations that equal or contain the one checked count, not those inside it (a
     /// namespace's directory may hold a table that was renamed out of it).
     pub holders_only: bool,
+    /// The uuid of the table or view being placed: a dropped one's leases do not keep the same
+    /// table (registered again) out of its own locations.
+    pub uuid: Option<&'a str>,
+}
+
+/// The `table-uuid` (or `view-uuid`) of a metadata document; empty when it has none.
+fn uuid_of(document: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Ids {
+        #[serde(rename = "table-uuid")]
+        table: Option<String>,
+        #[serde(rename = "view-uuid")]
+        view: Option<String>,
+    }
+    serde_json::from_str::<Ids>(document).ok().and_then(|ids| ids.table.or(ids.view)).unwrap_or_default()
 }
 
 /// Fails when `location` equals, lies inside, or contains a location of another table or view
-/// (a base location or one of the extra locations, `write.data.path`, ..., it writes to) or a
-/// location reserved by another staged create that has not expired.
+/// (a base location or one of the extra locations, `write.data.path`, ..., it writes to), a
+/// location reserved by another staged create that has not expired, or a dropped table's or
+/// view's location whose lease has not expired (credentials vended for it may still work).
 pub(crate) async fn check_overlap(
     conn: &mut sqlx::AnyConnection,
     warehouse_id: &str,
@@ -101,13 +117,12 @@ pub(crate) async fn check_overlap(
     }
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 8)).collect();
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 9)).collect();
     // One branch per index lookup: an OR of the two made the planner scan every row of the
     // warehouse, so creates slowed down linearly with the catalog's size.
     let exact = format!("location IN ({})", placeholders.join(", "));
     let below = "location > $3 || '/' AND location < $3 || '0'";
-    let reserved = "warehouse_id = $1 AND expires_at > $4 \
-                    AND NOT (namespace_id = $5 AND name = $6 AND principal = $7 AND location = $3)";
+    let reserved = "warehouse_id = $1 AND expires_at > $4 AND NOT (namespace_id = $5 AND name = $6 AND principal = $7)";
     let mut branches = Vec::new();
     for within in std::iter::once(exact.as_str()).chain((!own.holders_only).then_some(below)) {
         branches.push(format!("SELECT id FROM tabulars WHERE warehouse_id = $1 AND id <> $2 AND {within}"));
@@ -115,6 +130,10 @@ pub(crate) async fn check_overlap(
             "SELECT tabular_id FROM tabular_locations WHERE warehouse_id = $1 AND tabular_id <> $2 AND {within}"
         ));
         branches.push(format!("SELECT name FROM location_reservations WHERE {reserved} AND {within}"));
+        branches.push(format!(
+            "SELECT location FROM location_leases \
+             WHERE warehouse_id = $1 AND expires_at > $4 AND tabular_uuid <> $8 AND {within}"
+        ));
     }
     let sql = format!("{} LIMIT 1", branches.join(" UNION ALL "));
     // An empty namespace id matches no row: nothing is excluded without a reservation of one's own.
@@ -126,7 +145,8 @@ pub(crate) async fn check_overlap(
         .bind(now_ms())
         .bind(reserved_namespace)
         .bind(reserved_name)
-        .bind(reserved_by);
+        .bind(reserved_by)
+        .bind(own.uuid.unwrap_or(""));
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
@@ -321,8 +341,9 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
             // another namespace keeps the locations it had, in its old namespace's directory.
             let namespace = namespace_of(&mut tx, &swap.id).await?;
             let had = recorded_locations_in(&mut tx, &swap.id).await?;
+            let uuid = uuid_of(&swap.metadata);
             for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
-                let own = Own { tabular_id: Some(&swap.id), ..Own::default() };
+                let own = Own { tabular_id: Some(&swap.id), uuid: Some(&uuid), ..Own::default() };
                 check_overlap(&mut tx, &swap.warehouse_id, location, own).await?;
                 if let Some(namespace) = namespace.as_ref().filter(|_| !had.contains(location)) {
                     check_namespace_dirs(&mut tx, &swap.warehouse_id, namespace, location).await?;
@@ -383,10 +404,8 @@ fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx:
 async fn drop(
     store: &SqlStore,
     write: &WriteContext,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-    name: &str,
-    kind: TabularKind,
+    (warehouse_id, namespace, name, kind): (&str, &NamespaceIdent, &str, TabularKind),
+    lease_until_ms: i64,
 ) -> Result<Option<Dropped>, CatalogError> {
     let mut tx = store.begin_write().await?;
     // FOR UPDATE (PostgreSQL): a concurrent commit that moves the table's extra locations ends
@@ -421,6 +440,23 @@ async fn drop(
             .await
             .map_err(db_error)?;
     let tabular = from_row(&row)?;
+    // Its locations stay out of reach of new tables, views and namespaces while credentials
+    // vended for them may still work.
+    if lease_until_ms > now_ms() {
+        let uuid = uuid_of(&tabular.metadata);
+        for location in std::iter::once(&tabular.location).chain(&extra) {
+            sqlx::query(
+                "INSERT INTO location_leases (warehouse_id, location, tabular_uuid, expires_at) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(warehouse_id)
+            .bind(location)
+            .bind(&uuid)
+            .bind(lease_until_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        }
+    }
     store.commit_write(tx, write).await?;
     Ok(Some(Dropped { tabular, extra_locations: extra }))
 }
@@ -488,8 +524,12 @@ impl TabularStore for SqlStore {
         if taken.is_some() {
             return Err(already_exists(new.namespace, new.name));
         }
+        let uuid = uuid_of(new.metadata);
         for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
-            let own = Own { reserved_as: Some((&namespace_id, new.name, &write.principal)), ..Own::default() };
+            // A staged create reserves for the table it will be: a view of the name is not it.
+            let reserved_as =
+                (new.kind == TabularKind::Table).then_some((namespace_id.as_str(), new.name, write.principal.as_str()));
+            let own = Own { reserved_as, uuid: Some(&uuid), ..Own::default() };
             check_overlap(&mut tx, new.warehouse_id, location, own).await?;
             check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
         }
@@ -599,14 +639,15 @@ impl TabularStore for SqlStore {
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
+        lease_until_ms: i64,
     ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return drop(self, write, warehouse_id, namespace, name, kind).await;
+            return drop(self, write, (warehouse_id, namespace, name, kind), lease_until_ms).await;
         };
         let (store, write, warehouse_id, namespace, name) =
             (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
         icegate_catalog::tasks::detached(async move {
-            let dropped = drop(&store, &write, &warehouse_id, &namespace, &name, kind).await;
+            let dropped = drop(&store, &write, (&warehouse_id, &namespace, &name, kind), lease_until_ms).await;
             heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
             dropped
         })
@@ -662,12 +703,14 @@ impl TabularStore for SqlStore {
         let namespace_id = id_of(&mut *tx, warehouse_id, namespace)
             .await?
             .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-        sqlx::query("DELETE FROM location_reservations WHERE warehouse_id = $1 AND expires_at <= $2")
-            .bind(warehouse_id)
-            .bind(now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        for table in ["location_reservations", "location_leases"] {
+            sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE warehouse_id = $1 AND expires_at <= $2")))
+                .bind(warehouse_id)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        }
         for location in locations {
             let own = Own { reserved_as: Some((&namespace_id, name, &write.principal)), ..Own::default() };
             check_overlap(&mut tx, warehouse_id, location, own).await?;

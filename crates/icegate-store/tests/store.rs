@@ -437,12 +437,12 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     let expected = ["file:///w/db/b", "file:///w/db/b-moved", "file:///w/shared/b-data", "file:///w/shared/b-data-2"];
     assert_eq!(recorded, expected.iter().map(|l| l.to_string()).collect());
     let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "b", TabularKind::Table).await.unwrap().unwrap();
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "b", TabularKind::Table, 0).await.unwrap().unwrap();
     assert_eq!(dropped.extra_locations.len(), 3, "{dropped:?}");
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
     // Dropping a table releases its extra locations, and says which they were (for a purge).
     let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "a", TabularKind::Table).await.unwrap().unwrap();
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "a", TabularKind::Table, 0).await.unwrap().unwrap();
     assert_eq!(dropped.extra_locations, ["file:///w/shared/a-data"]);
     let _ = a;
     table_with(store, &wh, "d", "file:///w/shared/a-data", &[]).await.unwrap();
@@ -548,13 +548,16 @@ async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     assert!(store.load_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_some());
     let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("other")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
-    let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().unwrap();
+    let dropped = store
+        .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table, 0)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(dropped.tabular.location, "file:///w/db/t");
     assert!(dropped.extra_locations.is_empty());
     assert!(
         store
-            .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table)
+            .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table, 0)
             .await
             .unwrap()
             .is_none()
@@ -589,7 +592,7 @@ async fn heads_follow_every_write(db: TestDatabase) {
         .unwrap();
     assert!(head("t").await.is_none());
     assert_eq!(head("u").await.unwrap().id, id);
-    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "u", TabularKind::Table).await.unwrap().unwrap();
+    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "u", TabularKind::Table, 0).await.unwrap().unwrap();
     assert!(head("u").await.is_none());
     let again = table(store, &wh, "u", "file:///w/db/u2").await.unwrap();
     assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");

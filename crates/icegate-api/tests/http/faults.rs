@@ -204,8 +204,9 @@ impl TabularStore for FaultyStore {
         ns: &NamespaceIdent,
         n: &str,
         k: TabularKind,
+        lease: i64,
     ) -> Result<Option<Dropped>> {
-        self.inner.drop_tabular(x, w, ns, n, k).await
+        self.inner.drop_tabular(x, w, ns, n, k, lease).await
     }
     async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
         self.inner.recorded_locations(id).await

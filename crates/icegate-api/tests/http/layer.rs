@@ -270,6 +270,7 @@ impl TabularStore for BrokenStore {
         _: &NamespaceIdent,
         _: &str,
         _: TabularKind,
+        _: i64,
     ) -> Result<Option<Dropped>> {
         self.fail().await
     }

@@ -66,12 +66,7 @@ impl Catalog {
             // Nothing is stored yet, but the client is handed credentials for the table's
             // locations: they must pass every rule a create does, before anything is vended.
             // The commit that creates the table checks them again, atomically with its insert.
-            let seconds = warehouse
-                .storage_profile
-                .s3()
-                .map_or(STAGED_WITHOUT_CREDENTIALS_SECONDS, |s3| u64::from(s3.sts.session_duration_seconds));
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            let until = (now.as_millis() + u128::from(seconds) * 1000) as i64;
+            let until = self.credentials_valid_until(&warehouse, STAGED_WITHOUT_CREDENTIALS_SECONDS);
             self.store()
                 .reserve_locations(&ctx.write(), &warehouse.id, &table.namespace, &table.name, &all, until)
                 .await?;

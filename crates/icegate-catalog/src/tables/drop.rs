@@ -20,9 +20,12 @@ impl Catalog {
     ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
+        // Credentials vended for the table while it existed may work this long: its locations
+        // are leased that long.
+        let lease = self.credentials_valid_until(&warehouse, 0);
         let dropped = self
             .store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(&table))?;
         if purge {
