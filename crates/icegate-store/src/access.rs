@@ -10,7 +10,7 @@ use icegate_catalog::ident::NAMESPACE_SEPARATOR;
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::{CatalogError, NamespaceIdent, Result};
 use sqlx::any::AnyRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::{AssertSqlSafe, FromRow, Row};
 
 use crate::{SqlStore, db_error, now_ms, taken_or_failed};
 
@@ -19,22 +19,37 @@ pub(crate) fn below_range(encoded: &str) -> (String, String) {
     (format!("{encoded}{NAMESPACE_SEPARATOR}"), format!("{encoded}\u{20}"))
 }
 
+/// A `principals` row (without the columns a record does not carry).
+#[derive(sqlx::FromRow)]
+struct PrincipalRow {
+    id: String,
+    name: String,
+    client_id: Option<String>,
+    secret_hash: Option<String>,
+    created_at: i64,
+}
+
 fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
+    let row = PrincipalRow::from_row(row).map_err(db_error)?;
     Ok(PrincipalRecord {
-        id: row.try_get("id").map_err(db_error)?,
-        name: row.try_get("name").map_err(db_error)?,
-        client_id: row.try_get("client_id").map_err(db_error)?,
-        secret_hash: row.try_get("secret_hash").map_err(db_error)?,
-        created_at_ms: row.try_get("created_at").map_err(db_error)?,
+        id: row.id,
+        name: row.name,
+        client_id: row.client_id,
+        secret_hash: row.secret_hash,
+        created_at_ms: row.created_at,
     })
 }
 
+#[derive(sqlx::FromRow)]
+struct RoleRow {
+    id: String,
+    name: String,
+    created_at: i64,
+}
+
 fn role_from(row: &AnyRow) -> Result<RoleRecord> {
-    Ok(RoleRecord {
-        id: row.try_get("id").map_err(db_error)?,
-        name: row.try_get("name").map_err(db_error)?,
-        created_at_ms: row.try_get("created_at").map_err(db_error)?,
-    })
+    let row = RoleRow::from_row(row).map_err(db_error)?;
+    Ok(RoleRecord { id: row.id, name: row.name, created_at_ms: row.created_at })
 }
 
 fn not_found(what: &str, name: &str) -> CatalogError {
@@ -151,19 +166,32 @@ const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securabl
      LEFT JOIN warehouses w ON w.id = g.warehouse_id LEFT JOIN namespaces n ON n.id = g.namespace_id \
      LEFT JOIN tabulars t ON t.id = g.tabular_id LEFT JOIN namespaces tn ON tn.id = t.namespace_id";
 
+/// A grant as [`GRANT_SELECT`] reads it, with its securable's current names.
+#[derive(sqlx::FromRow)]
+struct GrantRow {
+    id: String,
+    role: String,
+    privilege: String,
+    securable_type: String,
+    warehouse: Option<String>,
+    namespace: Option<String>,
+    tabular: Option<String>,
+    expires_at: Option<i64>,
+}
+
 fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
-    let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
+    let row = GrantRow::from_row(row).map_err(db_error)?;
     Ok(GrantRecord {
-        id: row.try_get("id").map_err(db_error)?,
-        role: row.try_get("role").map_err(db_error)?,
-        privilege: Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?,
+        id: row.id,
+        role: row.role,
+        privilege: Privilege::parse(&row.privilege)?,
         securable: SecurableRef {
-            kind: SecurableType::parse(&row.try_get::<String, _>("securable_type").map_err(db_error)?)?,
-            warehouse: row.try_get("warehouse").map_err(db_error)?,
-            namespace: namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
-            name: row.try_get("tabular").map_err(db_error)?,
+            kind: SecurableType::parse(&row.securable_type)?,
+            warehouse: row.warehouse,
+            namespace: row.namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
+            name: row.tabular,
         },
-        expires_at_ms: row.try_get("expires_at").map_err(db_error)?,
+        expires_at_ms: row.expires_at,
     })
 }
 
