@@ -96,6 +96,18 @@ def tables(catalog, moto):
     return server, token, prefix
 
 
+def test_pyiceberg_creates_a_table_in_a_transaction_with_vended_credentials(tables, moto):
+    # A staged create (create_table_transaction): the staged table's credentials write its first
+    # files, the assert-create commit makes it, and a reader reads them back.
+    server, _, _ = tables
+    admin = pyiceberg(server, f"{ADMIN_ID}:{ADMIN_SECRET}")
+    with admin.create_table_transaction("db.staged", schema=SCHEMA) as transaction:
+        transaction.append(ROWS)
+    table = admin.load_table("db.staged")
+    assert table.current_snapshot() is not None
+    assert table.scan().to_arrow().sort_by("id").equals(ROWS)
+
+
 def test_pyiceberg_writes_and_reads_an_s3_table_with_vended_credentials_only(tables, moto):
     server, token, prefix = tables
     admin = pyiceberg(server, f"{ADMIN_ID}:{ADMIN_SECRET}")
