@@ -132,7 +132,8 @@ pub(crate) async fn check_overlap(
         branches.push(format!("SELECT name FROM location_reservations WHERE {reserved} AND {within}"));
         branches.push(format!(
             "SELECT location FROM location_leases \
-             WHERE warehouse_id = $1 AND expires_at > $4 AND tabular_uuid <> $8 AND {within}"
+             WHERE warehouse_id = $1 AND expires_at > $4 AND NOT (tabular_uuid <> '' AND tabular_uuid = $8) \
+             AND {within}"
         ));
     }
     let sql = format!("{} LIMIT 1", branches.join(" UNION ALL "));
@@ -443,6 +444,13 @@ async fn drop(
     // Its locations stay out of reach of new tables, views and namespaces while credentials
     // vended for them may still work.
     if lease_until_ms > now_ms() {
+        // Expired leases go with each new one, so they do not pile up.
+        sqlx::query("DELETE FROM location_leases WHERE warehouse_id = $1 AND expires_at <= $2")
+            .bind(warehouse_id)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         let uuid = uuid_of(&tabular.metadata);
         for location in std::iter::once(&tabular.location).chain(&extra) {
             sqlx::query(

@@ -354,6 +354,49 @@ async fn an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_i
     store.create_namespace(&keyed("p2", "k1"), &wh, &ns("c"), &Properties::new()).await.unwrap();
 }
 
+async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials_work(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w1").await;
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let (a, b) = (
+        WriteContext { principal: "a".into(), idempotency: None },
+        WriteContext { principal: "b".into(), idempotency: None },
+    );
+    let until =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 3_600_000;
+    let staged = "file:///tmp/w1/db/staged".to_owned();
+    let refused = |r: Result<(), CatalogError>| assert!(matches!(r, Err(CatalogError::BadRequest(_))), "{r:?}");
+    store.reserve_locations(&a, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await.unwrap();
+    // Nobody else reserves, checks free or places a namespace there; its stager may (again).
+    refused(store.reserve_locations(&b, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await);
+    refused(store.check_locations_free(&b, &wh, (&ns("db"), "t"), &[format!("{staged}/x")], None).await);
+    let child = NamespaceIdent::from_levels(["db", "staged"]).unwrap();
+    refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
+    store.reserve_locations(&a, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await.unwrap();
+    store.check_locations_free(&a, &wh, (&ns("db"), "t"), std::slice::from_ref(&staged), None).await.unwrap();
+    let db_ns = ns("db");
+    let row = |name: &'static str, uuid: &'static str| NewTabular {
+        warehouse_id: &wh,
+        namespace: &db_ns,
+        name,
+        kind: TabularKind::Table,
+        location: &staged,
+        extra_locations: &[],
+        metadata_location: "file:///tmp/w1/db/staged/metadata/00000-x.metadata.json",
+        metadata: uuid,
+    };
+    refused(store.create_tabular(&b, &row("t", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
+    store.create_tabular(&a, &row("t", r#"{"table-uuid": "u1"}"#)).await.unwrap();
+    // Dropped with a lease: kept from other tables and namespaces, not from the same table.
+    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "t", TabularKind::Table, until).await.unwrap().unwrap();
+    refused(store.create_tabular(&a, &row("other", r#"{"table-uuid": "u2"}"#)).await.map(|_| ()));
+    refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
+    store.create_tabular(&b, &row("again", r#"{"table-uuid": "u1"}"#)).await.unwrap();
+    // Leases do not hold a namespace: once its tables are gone it is dropped.
+    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "again", TabularKind::Table, until).await.unwrap().unwrap();
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("db")).await.unwrap();
+}
+
 async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -> Result<String, CatalogError> {
     table_with(store, wh, name, location, &[]).await
 }
@@ -731,6 +774,7 @@ store_tests!(
     heads_stay_current_under_concurrent_swaps,
     sqlite_loads_read_in_place,
     an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request,
+    staged_reservations_and_dropped_leases_keep_locations_while_credentials_work,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one
