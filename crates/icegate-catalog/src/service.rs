@@ -11,7 +11,8 @@ use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
 use crate::metadata_cache::MetadataCache;
 use crate::pagination::{encode_token, page_request};
 use crate::storage::{
-    AllowedEndpoint, CredentialVendor, SecretCipher, StorageProfile, server_admin_reasons, validate_profile,
+    AllowedEndpoint, CredentialVendor, SecretCipher, StorageProfile, UnsealedProfile, server_admin_reasons,
+    validate_profile,
 };
 use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
 
@@ -237,16 +238,17 @@ impl Catalog {
         Ok(warehouse)
     }
 
-    /// Creates a warehouse; secrets in `profile` must already be sealed with [`Self::cipher`].
+    /// Creates a warehouse; the profile's secrets are sealed with [`Self::cipher`] first.
     pub async fn create_warehouse(
         &self,
         ctx: &RequestContext,
         name: &str,
         storage_root: &str,
-        profile: StorageProfile,
+        profile: impl UnsealedProfile,
     ) -> Result<Warehouse> {
         let name = WarehouseName::parse(name)?;
         let root = StorageRoot::parse(storage_root)?;
+        let profile = profile.seal(&self.cipher)?;
         self.authorize_profile(ctx, &profile).await?;
         if self.store.warehouse_by_name(&name).await?.is_some() {
             return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
@@ -261,9 +263,10 @@ impl Catalog {
         &self,
         ctx: &RequestContext,
         name: &str,
-        profile: StorageProfile,
+        profile: impl UnsealedProfile,
     ) -> Result<Warehouse> {
         let existing = self.get_warehouse(name).await?;
+        let profile = profile.seal(&self.cipher)?;
         self.authorize_profile(ctx, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
         let updated = self.store.update_storage_profile(&existing.name, &profile).await?;

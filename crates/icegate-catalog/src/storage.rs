@@ -233,6 +233,20 @@ impl AccessLevel {
     }
 }
 
+/// A storage profile whose secrets are still in plain text, as an operator gives it: the
+/// catalog seals them with its configured key (`secrets.encryption_key`) before the profile is
+/// checked or stored.
+pub trait UnsealedProfile: Send {
+    fn seal(self, cipher: &SecretCipher) -> Result<StorageProfile>;
+}
+
+/// A profile without secrets to seal (or sealed already).
+impl UnsealedProfile for StorageProfile {
+    fn seal(self, _: &SecretCipher) -> Result<StorageProfile> {
+        Ok(self)
+    }
+}
+
 /// What the client asked for in `X-Iceberg-Access-Delegation`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Delegation {

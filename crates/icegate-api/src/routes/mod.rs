@@ -1,8 +1,8 @@
 //! HTTP handlers, one module per resource. A handler extracts (path, query, body, headers, the
 //! request context), calls the catalog service and shapes the response: status, headers, body.
 //! A table response is the service's table and the service's storage access for it (two calls);
-//! warehouse handlers still seal a profile's secrets (the API's input type) before the service
-//! stores it.
+//! a storage profile goes to the service with its secrets in plain text (`UnsealedProfile`), and
+//! the service seals them.
 
 pub mod access;
 pub mod config;

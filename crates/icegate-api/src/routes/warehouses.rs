@@ -2,7 +2,9 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use icegate_catalog::storage::{S3Credentials, S3Profile, SecretCipher, StorageProfile, StsSettings, VendingMode};
+use icegate_catalog::storage::{
+    S3Credentials, S3Profile, SecretCipher, StorageProfile, StsSettings, UnsealedProfile, VendingMode,
+};
 use icegate_catalog::store::Warehouse;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -109,9 +111,9 @@ pub struct StsInput {
     pub session_duration_seconds: Option<u32>,
 }
 
-impl StorageProfileInput {
+impl UnsealedProfile for StorageProfileInput {
     /// The domain profile, with its secret sealed.
-    pub fn seal(self, cipher: &SecretCipher) -> Result<StorageProfile, icegate_catalog::CatalogError> {
+    fn seal(self, cipher: &SecretCipher) -> Result<StorageProfile, icegate_catalog::CatalogError> {
         Ok(match self {
             Self::File => StorageProfile::File,
             Self::S3(s3) => {
@@ -247,7 +249,7 @@ pub async fn create_warehouse(
     Context(ctx): Context,
     Json(request): Json<CreateWarehouseRequest>,
 ) -> Result<(StatusCode, Json<WarehouseResponse>), ApiError> {
-    let profile = request.storage_profile.unwrap_or(StorageProfileInput::File).seal(state.catalog.cipher())?;
+    let profile = request.storage_profile.unwrap_or(StorageProfileInput::File);
     let warehouse = state.catalog.create_warehouse(&ctx, &request.name, &request.storage_root, profile).await?;
     Ok((StatusCode::CREATED, Json(warehouse.into())))
 }
@@ -277,7 +279,6 @@ pub async fn update_storage_profile(
     Path(name): Path<String>,
     Json(profile): Json<StorageProfileInput>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    let profile = profile.seal(state.catalog.cipher())?;
     Ok(Json(state.catalog.update_storage_profile(&ctx, &name, profile).await?.into()))
 }
 
