@@ -174,10 +174,6 @@ impl Catalog {
         Ok(locations)
     }
 
-    pub fn cipher(&self) -> &SecretCipher {
-        &self.cipher
-    }
-
     pub fn vendor(&self) -> Option<&Arc<dyn CredentialVendor>> {
         self.vendor.as_ref()
     }
@@ -238,7 +234,7 @@ impl Catalog {
         Ok(warehouse)
     }
 
-    /// Creates a warehouse; the profile's secrets are sealed with [`Self::cipher`] first.
+    /// Creates a warehouse; the profile's secrets are sealed with the catalog's key first.
     pub async fn create_warehouse(
         &self,
         ctx: &RequestContext,

@@ -1,7 +1,7 @@
 //! Views: create, load, replace (commit), drop, rename, register, list.
 //!
 //! View metadata semantics come from the `iceberg` crate's `ViewMetadataBuilder`; commits go
-//! through the commit engine shared with tables ([`crate::commit`]).
+//! through the commit engine shared with tables (`crate::commit`).
 
 use std::collections::HashMap;
 

@@ -2,7 +2,7 @@
 //!
 //! Metadata semantics come from the `iceberg` crate (`TableMetadataBuilder`,
 //! `TableUpdate::apply`, `TableRequirement::check`). A commit writes the new metadata file first,
-//! then compare-and-swaps the table row (the engine in [`crate::commit`], shared with views);
+//! then compare-and-swaps the table row (the engine in `crate::commit`, shared with views);
 //! the loser of a race deletes its file and, when its requirements still hold against the
 //! winner's metadata, re-applies its updates (as the Java reference server does) or else gets
 //! 409.
