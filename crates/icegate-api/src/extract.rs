@@ -93,24 +93,22 @@ where
     }
 }
 
-/// The request's context (caller and authorizer), for services that decide authorization on
-/// the values they act on. Every route but the public ones has its caller set by the guard; a
-/// handler reached without one is a wiring bug, and the request is refused.
+/// The request's context, as the guard made it (see [`crate::authz`]), with the request's
+/// idempotency key. Every handler but the public routes' takes one, and hands it to the one
+/// service method it calls; a handler reached without one (a route the guard did not pass) is a
+/// wiring bug, and the request is refused before anything runs.
 pub struct Context(pub icegate_catalog::RequestContext);
 
-impl FromRequestParts<crate::AppState> for Context {
+impl<S: Send + Sync> FromRequestParts<S> for Context {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
-        let caller = parts.extensions.get::<icegate_catalog::access::Caller>().cloned().ok_or_else(|| {
-            tracing::error!(path = %parts.uri.path(), "a request reached a service without a caller");
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let ctx = parts.extensions.get::<icegate_catalog::RequestContext>().cloned().ok_or_else(|| {
+            tracing::error!(path = %parts.uri.path(), "a request reached a handler without a request context");
             ApiError::new(StatusCode::FORBIDDEN, "ForbiddenException", "no authorization for this request")
         })?;
         let idempotency =
             parts.extensions.get::<std::sync::Arc<icegate_catalog::idempotency::IdempotencyScope>>().cloned();
-        Ok(Self(
-            icegate_catalog::RequestContext::new(caller, state.security.authorizer.clone())
-                .with_idempotency(idempotency),
-        ))
+        Ok(Self(ctx.with_idempotency(idempotency)))
     }
 }

@@ -18,6 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use icegate_catalog::RequestContext;
 use icegate_catalog::access::Caller;
 use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyScope};
 use sha2::{Digest, Sha256};
@@ -169,6 +170,7 @@ fn without_credentials(body: &str) -> String {
 /// afresh (for the caller as it is now) where the first answer carried them.
 async fn answer(
     state: &AppState,
+    ctx: &RequestContext,
     status: u16,
     body: Option<String>,
     parts: &axum::http::request::Parts,
@@ -176,7 +178,7 @@ async fn answer(
 ) -> Response {
     if status == 200
         && let Some(stored) = &body
-        && let Some(revended) = crate::routes::tables::revend_replayed(state, parts, request_body, stored).await
+        && let Some(revended) = crate::routes::tables::revend_replayed(state, ctx, parts, request_body, stored).await
     {
         return replay(status, Some(revended));
     }
@@ -194,10 +196,15 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let Some(key) = value.to_str().ok().and_then(|v| uuid::Uuid::parse_str(v.trim()).ok()) else {
         return ApiError::bad_request("Idempotency-Key must be a UUID (UUIDv7 recommended)").into_response();
     };
-    // The key belongs to the caller (authorization ran before this middleware).
-    let principal = match request.extensions().get::<Caller>() {
-        Some(Caller::Principal { id, .. }) => id.clone(),
-        _ => String::new(),
+    // The key belongs to the caller (authenticated before this middleware): another principal
+    // sending the same key neither sees nor blocks this one's answer. A replay answers the
+    // principal with its own first answer (credentials are vended again only as it holds now).
+    let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {
+        return next.run(request).await; // not an authenticated route
+    };
+    let principal = match ctx.caller() {
+        Caller::Principal { id, .. } => id.clone(),
+        Caller::Unrestricted => String::new(),
     };
     let key = IdempotencyKey { principal, key: key.hyphenated().to_string() };
     // The key is bound to the request's content: its body is read here (bounded like any body).
@@ -216,7 +223,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let fingerprint = Fingerprint::of(&parts, &request_body);
     let deadline = Instant::now() + state.request_timeout.mul_f32(0.8);
     match prior(&state, &key, &fingerprint, deadline).await {
-        Ok(Prior::Done(status, body)) => return answer(&state, status, body, &parts, &request_body).await,
+        Ok(Prior::Done(status, body)) => return answer(&state, &ctx, status, body, &parts, &request_body).await,
         Ok(Prior::None) => {}
         Err(err) => return err.into_response(),
     }
@@ -230,7 +237,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     if response.extensions().get::<KeyTaken>().is_some() {
         // A concurrent duplicate applied first: answer as it does.
         return match prior(&state, &key, &fingerprint, deadline).await {
-            Ok(Prior::Done(status, body)) => answer(&state, status, body, &parts, &request_body).await,
+            Ok(Prior::Done(status, body)) => answer(&state, &ctx, status, body, &parts, &request_body).await,
             Ok(Prior::None) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailableException", "retry").into_response()
             }
@@ -259,7 +266,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
         // created what this one then found existing). Answer as that one does.
         Ok(Finalized::Taken) => {
             return match prior(&state, &key, &fingerprint, deadline).await {
-                Ok(Prior::Done(status, body)) => answer(&state, status, body, &parts, &request_body).await,
+                Ok(Prior::Done(status, body)) => answer(&state, &ctx, status, body, &parts, &request_body).await,
                 Ok(Prior::None) => Response::from_parts(response_parts, Body::from(bytes)),
                 Err(err) => err.into_response(),
             };

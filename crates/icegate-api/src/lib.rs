@@ -58,7 +58,10 @@ pub struct AppStateInner {
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
     pub security: authz::Security,
-    /// Every documented `(METHOD, route)`, to tell a wrong method from a route without a rule.
+    /// Principals, roles, memberships and grants.
+    pub access: icegate_catalog::management::AccessAdmin,
+    /// Every documented `(METHOD, route)`: a method a route does not serve is answered 405
+    /// without authenticating.
     pub operations: Arc<std::collections::HashSet<(String, String)>>,
 }
 
@@ -85,8 +88,11 @@ pub struct HttpOptions {
 pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
     let catalog = catalog.with_public_url(options.public_url.clone());
+    let access =
+        icegate_catalog::management::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {
         catalog,
+        access,
         metrics: metrics.clone(),
         endpoints: Arc::new(documents.endpoints()),
         idempotency_lifetime: options.idempotency_key_lifetime,
@@ -113,7 +119,7 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(DefaultBodyLimit::disable())
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
         .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
-        // Authorization before idempotency: a replay is only for a caller allowed to make the request.
+        // Authentication before idempotency: a key belongs to the caller that sent it.
         .layer(axum::middleware::from_fn_with_state(state, authz::guard))
         // Shed before authenticating (cheap), inside the metrics so shed requests are counted.
         .layer(axum::middleware::from_fn_with_state(InFlight::new(options.max_in_flight), shed_load))

@@ -313,24 +313,6 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn holdings(&self, principal_id: &str, target: &Target, now_ms: i64) -> crate::Result<Holdings>;
 }
 
-/// Which children of a container a caller sees in a listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Visibility {
-    /// All of them: the caller holds a privilege on the container (or is unrestricted).
-    All,
-    /// Only those the principal holds something on (or inside).
-    HeldBy(String),
-}
-
-impl Visibility {
-    pub fn principal(&self) -> Option<&str> {
-        match self {
-            Self::All => None,
-            Self::HeldBy(id) => Some(id),
-        }
-    }
-}
-
 /// Authorization decisions: one store round trip each, or none when a fresh answer for the same
 /// principal and target is cached.
 ///
@@ -388,7 +370,9 @@ impl Authorizer {
         Ok(exists)
     }
 
-    async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
+    /// What `principal` holds on `target` now (cached as described above). Services decide
+    /// through [`crate::RequestContext::require`], which records the decision.
+    pub async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
         let now =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
@@ -401,34 +385,5 @@ impl Authorizer {
         let holdings = self.access.holdings(principal, target, now).await?;
         cache.offer(generation, key, holdings.clone(), read_at);
         Ok(holdings)
-    }
-
-    /// Checks that `caller` holds `wanted` on `target`. Fails like a missing object
-    /// (`not_found`) when the caller cannot even describe it, with 403 otherwise. Returns which
-    /// children of the target the caller may see when listing it.
-    pub async fn check(
-        &self,
-        caller: &Caller,
-        target: &Target,
-        wanted: Privilege,
-        not_found: impl FnOnce() -> CatalogError,
-    ) -> Result<Visibility, CatalogError> {
-        Ok(self.check_holdings(caller, target, wanted, not_found).await?.0)
-    }
-
-    /// [`Self::check`], also returning what the caller holds (`None` when unrestricted), from
-    /// the same round trip.
-    pub async fn check_holdings(
-        &self,
-        caller: &Caller,
-        target: &Target,
-        wanted: Privilege,
-        not_found: impl FnOnce() -> CatalogError,
-    ) -> Result<(Visibility, Option<Holdings>), CatalogError> {
-        let Caller::Principal { id, .. } = caller else { return Ok((Visibility::All, None)) };
-        let holdings = self.holdings(id, target).await?;
-        decide(&holdings, wanted, not_found)?;
-        let visibility = if holdings.direct.is_empty() { Visibility::HeldBy(id.clone()) } else { Visibility::All };
-        Ok((visibility, Some(holdings)))
     }
 }

@@ -1,40 +1,148 @@
-//! The request context: who is asking, how a service decides what they may do, and what a
-//! mutation records with its change (the request's idempotency key).
+//! The request context: who is asking, how a service decides what they may do, what it
+//! decided, and what a mutation records with its change (the request's idempotency key).
 //!
-//! Most requests are authorized before the service runs, from the route. Some operations need
-//! privileges that depend on what the service finds: a commit that turns out to create a table
-//! needs `create`, a registration that replaces an existing table needs `write` and `drop` on
-//! it, a storage profile that uses the server's own identity needs server `admin`. Those
-//! services take a [`RequestContext`] and decide with the values they act on.
+//! Every catalog and management operation is a service method taking a [`RequestContext`]. The
+//! service checks its own privileges with the values it parsed and acts on ([`RequestContext::
+//! require`]), before it reads or changes anything the caller may not see: the HTTP layer only
+//! authenticates. Each check is recorded as a [`Decision`] (target, privilege, outcome), which
+//! the request's log line and, later, the audit trail carry.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use crate::access::{Authorizer, Caller, Holdings, Privilege, Target};
+use crate::access::{Authorizer, Caller, Holdings, Privilege, Target, decide};
 use crate::error::{CatalogError, Result};
 use crate::idempotency::{IdempotencyScope, WriteContext};
+use crate::storage::AccessLevel;
 
 #[derive(Clone)]
 pub struct RequestContext {
     caller: Caller,
     authorizer: Option<Arc<Authorizer>>,
     idempotency: Option<Arc<IdempotencyScope>>,
+    request_id: Option<Arc<str>>,
+    /// Every decision taken for this request, in order (shared by the context's clones).
+    decisions: Arc<Mutex<Vec<Decision>>>,
 }
 
 impl std::fmt::Debug for RequestContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RequestContext").field("caller", &self.caller).finish_non_exhaustive()
+        f.debug_struct("RequestContext")
+            .field("caller", &self.caller)
+            .field("request_id", &self.request_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One authorization decision: what was asked for on what, and the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub target: Target,
+    pub privilege: Privilege,
+    pub outcome: Outcome,
+}
+
+/// How a [`Decision`] came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// No authorization applies (`auth.mode = none`, or work no principal asked for).
+    Unrestricted,
+    /// Allowed: the caller holds `by` on the target (granted there or on a container), and
+    /// `by` includes the privilege asked for.
+    Granted { by: Privilege },
+    /// Allowed to describe: the caller holds something inside the target.
+    Inside,
+    /// Refused with 403: the caller may see the target but lacks the privilege.
+    Forbidden,
+    /// Refused as if the target did not exist: the caller may not even see it.
+    Hidden,
+}
+
+impl Outcome {
+    pub fn allowed(self) -> bool {
+        matches!(self, Self::Unrestricted | Self::Granted { .. } | Self::Inside)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unrestricted => "unrestricted",
+            Self::Granted { .. } => "granted",
+            Self::Inside => "inside",
+            Self::Forbidden => "forbidden",
+            Self::Hidden => "hidden",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = match &self.target {
+            Target::Server => "server".to_owned(),
+            Target::Warehouse { warehouse_id } => format!("warehouse {warehouse_id}"),
+            Target::Namespace { warehouse_id, namespace } => format!("namespace {warehouse_id}/{namespace}"),
+            Target::Tabular { warehouse_id, namespace, name, kind } => {
+                format!("{} {warehouse_id}/{namespace}.{name}", kind.as_str())
+            }
+        };
+        match self.outcome {
+            Outcome::Granted { by } => write!(f, "{} on {target}: granted by {by}", self.privilege),
+            outcome => write!(f, "{} on {target}: {}", self.privilege, outcome.as_str()),
+        }
+    }
+}
+
+/// What an allowed check found: the caller's holdings on the target (`None` when unrestricted).
+#[derive(Debug, Clone)]
+pub struct Allowed {
+    principal: Option<String>,
+    holdings: Option<Holdings>,
+}
+
+impl Allowed {
+    pub fn holdings(&self) -> Option<&Holdings> {
+        self.holdings.as_ref()
+    }
+
+    /// Listing the target's children: `None` shows all of them, `Some(principal)` only those
+    /// the principal holds something on (or inside), when it holds nothing on the target itself.
+    pub fn visible_to(&self) -> Option<&str> {
+        match &self.holdings {
+            Some(holdings) if holdings.direct.is_empty() => self.principal.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The access to a table's files these holdings give: read-write with `write` (or
+    /// unrestricted), read otherwise.
+    pub fn storage_access(&self) -> AccessLevel {
+        match &self.holdings {
+            Some(holdings) if !holdings.has(Privilege::Write) => AccessLevel::Read,
+            _ => AccessLevel::ReadWrite,
+        }
     }
 }
 
 impl RequestContext {
     /// A request of `caller`, decided by `authorizer`.
     pub fn new(caller: Caller, authorizer: Arc<Authorizer>) -> Self {
-        Self { caller, authorizer: Some(authorizer), idempotency: None }
+        Self { caller, authorizer: Some(authorizer), idempotency: None, request_id: None, decisions: Arc::default() }
     }
 
-    /// Work that no principal asked for (start-up, tests): everything is allowed.
+    /// Work that no principal asked for (start-up, background tasks, tests): everything is
+    /// allowed, and recorded as unrestricted.
     pub fn system() -> Self {
-        Self { caller: Caller::Unrestricted, authorizer: None, idempotency: None }
+        Self {
+            caller: Caller::Unrestricted,
+            authorizer: None,
+            idempotency: None,
+            request_id: None,
+            decisions: Arc::default(),
+        }
+    }
+
+    /// The request's id (`x-request-id`), for the record of its decisions.
+    pub fn with_request_id(mut self, id: Option<&str>) -> Self {
+        self.request_id = id.map(Into::into);
+        self
     }
 
     /// The request carries an `Idempotency-Key`: its mutation records it.
@@ -56,31 +164,83 @@ impl RequestContext {
         &self.caller
     }
 
+    pub fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
+
+    /// The decisions taken so far, in order.
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.decisions.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    fn record(&self, target: &Target, privilege: Privilege, outcome: Outcome) {
+        if let Ok(mut decisions) = self.decisions.lock() {
+            decisions.push(Decision { target: target.clone(), privilege, outcome });
+        }
+    }
+
+    /// What the caller holds on `target`, and whether that allows `privilege` (recorded).
+    async fn decide(&self, target: &Target, privilege: Privilege) -> Result<(Outcome, Allowed)> {
+        let (id, authorizer) = match (&self.caller, &self.authorizer) {
+            (Caller::Unrestricted, _) => {
+                self.record(target, privilege, Outcome::Unrestricted);
+                return Ok((Outcome::Unrestricted, Allowed { principal: None, holdings: None }));
+            }
+            (Caller::Principal { id, .. }, Some(authorizer)) => (id, authorizer),
+            // A principal without an authorizer is a wiring bug: refuse.
+            (Caller::Principal { .. }, None) => {
+                self.record(target, privilege, Outcome::Forbidden);
+                return Err(CatalogError::Forbidden("no authorization for this request".into()));
+            }
+        };
+        let holdings = authorizer.holdings(id, target).await?;
+        let hidden =
+            || CatalogError::NotFound { kind: crate::error::ObjectKind::AccessControl, message: String::new() };
+        let outcome = match decide(&holdings, privilege, hidden) {
+            Ok(()) => match Privilege::ALL.into_iter().find(|p| holdings.direct.contains(p) && p.grants(privilege)) {
+                Some(by) => Outcome::Granted { by },
+                None => Outcome::Inside,
+            },
+            Err(CatalogError::Forbidden(_)) => Outcome::Forbidden,
+            Err(_) => Outcome::Hidden,
+        };
+        self.record(target, privilege, outcome);
+        Ok((outcome, Allowed { principal: Some(id.clone()), holdings: Some(holdings) }))
+    }
+
     /// Fails unless the caller holds `privilege` on `target`: like a missing object
     /// (`not_found`) when it cannot even describe it, 403 otherwise. Returns what the caller
-    /// holds there (`None` when unrestricted).
+    /// holds there.
     pub async fn require(
         &self,
         target: &Target,
         privilege: Privilege,
         not_found: impl FnOnce() -> CatalogError,
-    ) -> Result<Option<Holdings>> {
-        match (&self.caller, &self.authorizer) {
-            (Caller::Unrestricted, _) => Ok(None),
-            (caller, Some(authorizer)) => Ok(authorizer.check_holdings(caller, target, privilege, not_found).await?.1),
-            // A principal without an authorizer is a wiring bug: refuse.
-            (Caller::Principal { .. }, None) => {
-                Err(CatalogError::Forbidden("no authorization for this request".into()))
-            }
+    ) -> Result<Allowed> {
+        match self.decide(target, privilege).await? {
+            (outcome, allowed) if outcome.allowed() => Ok(allowed),
+            (Outcome::Forbidden, _) => Err(CatalogError::Forbidden(format!("missing privilege {privilege}"))),
+            _ => Err(not_found()),
         }
+    }
+
+    /// Whether the caller holds `privilege` on `target`, without failing (recorded all the same).
+    pub async fn holds(&self, target: &Target, privilege: Privilege) -> Result<Option<Allowed>> {
+        let (outcome, allowed) = self.decide(target, privilege).await?;
+        Ok(outcome.allowed().then_some(allowed))
     }
 
     /// Whether the caller holds admin on the server (without failing).
     pub async fn is_server_admin(&self) -> Result<bool> {
-        match self.require(&Target::Server, Privilege::Admin, || CatalogError::Forbidden(String::new())).await {
-            Ok(_) => Ok(true),
-            Err(CatalogError::Forbidden(_) | CatalogError::NotFound { .. }) => Ok(false),
-            Err(other) => Err(other),
+        Ok(self.holds(&Target::Server, Privilege::Admin).await?.is_some())
+    }
+
+    /// Who may do what changed (principals, roles, memberships, grants), or which object a name
+    /// means did (grants follow objects; decisions are cached by name): cached decisions of this
+    /// replica go at once (other replicas' within their TTL).
+    pub fn access_changed(&self) {
+        if let Some(authorizer) = &self.authorizer {
+            authorizer.invalidate();
         }
     }
 }

@@ -1,5 +1,7 @@
-//! icegate's domain: identifiers parsed at the edge, the catalog services that HTTP handlers
-//! call, and the store traits that `icegate-store` implements.
+//! icegate's domain: identifiers parsed at the edge, the catalog and access-management
+//! services that HTTP handlers call (each operation takes a [`RequestContext`] and decides its
+//! own authorization on the values it parsed), and the store traits that `icegate-store`
+//! implements.
 //!
 //! Nothing here knows about SQL, and of HTTP only what the Iceberg REST protocol makes part of
 //! an operation's meaning: a loaded table's ETag (the spec's `If-None-Match` contract), the
@@ -9,6 +11,7 @@
 
 pub mod access;
 pub mod auth;
+mod authorization;
 pub mod cache;
 mod commit;
 pub mod context;
@@ -16,6 +19,7 @@ pub mod error;
 pub mod files;
 pub mod idempotency;
 pub mod ident;
+pub mod management;
 pub mod metadata_cache;
 pub mod pagination;
 pub mod service;

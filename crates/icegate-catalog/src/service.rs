@@ -1,9 +1,12 @@
-//! The catalog service: what the HTTP handlers call. It parses raw request values into domain
-//! types, resolves the warehouse behind a URL prefix and asks the store, one transaction per call.
+//! The catalog service: what the HTTP handlers call. Each operation takes the request's
+//! context, parses raw request values into domain types, resolves the warehouse behind a URL
+//! prefix, decides whether the caller may (see [`crate::authorization`]) and asks the store,
+//! one transaction per call.
 
 use crate::cache::TtlCache;
 use std::sync::Arc;
 
+use crate::access::{Caller, Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
@@ -21,6 +24,14 @@ use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
 pub struct Listing<T> {
     pub items: Vec<T>,
     pub next_page_token: Option<String>,
+}
+
+/// A warehouse as a caller sees it: whether it administers it (and so sees its storage
+/// profile's details).
+#[derive(Debug, Clone)]
+pub struct WarehouseView {
+    pub warehouse: Warehouse,
+    pub administered: bool,
 }
 
 /// How long a warehouse looked up by its prefix is reused. Every catalog request resolves its
@@ -208,8 +219,16 @@ impl Catalog {
         &self.files
     }
 
-    /// The warehouse a `/v1/config` request asks for, or the configured default.
-    pub async fn config_warehouse(&self, requested: Option<&str>) -> Result<Warehouse> {
+    /// getConfig: the warehouse a `/v1/config` request asks for (or the configured default),
+    /// for a caller that may describe it.
+    pub async fn config(&self, ctx: &RequestContext, requested: Option<&str>) -> Result<Warehouse> {
+        let warehouse = self.config_warehouse(requested).await?;
+        let asked = requested.filter(|w| !w.is_empty()).unwrap_or(warehouse.name.as_str()).to_owned();
+        self.require_warehouse(ctx, &warehouse, &asked, Privilege::Describe).await?;
+        Ok(warehouse)
+    }
+
+    async fn config_warehouse(&self, requested: Option<&str>) -> Result<Warehouse> {
         let name = match requested.filter(|w| !w.is_empty()) {
             Some(name) => WarehouseName::parse(name)?,
             None => self.default_warehouse.clone().ok_or_else(|| {
@@ -222,8 +241,8 @@ impl Catalog {
         self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
     }
 
-    /// The warehouse behind a `/v1/{prefix}` URL.
-    pub async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
+    /// The warehouse behind a `/v1/{prefix}` URL (no authorization: see [`crate::authorization`]).
+    pub(crate) async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
         if let Some(warehouse) = self.warehouses.get(prefix, |_| true) {
             return Ok(warehouse);
         }
@@ -242,6 +261,10 @@ impl Catalog {
         storage_root: &str,
         profile: impl UnsealedProfile,
     ) -> Result<Warehouse> {
+        ctx.require(&Target::Server, Privilege::Admin, || {
+            CatalogError::Forbidden("creating a warehouse requires admin on the server".into())
+        })
+        .await?;
         let name = WarehouseName::parse(name)?;
         let root = StorageRoot::parse(storage_root)?;
         let profile = profile.seal(&self.cipher)?;
@@ -261,7 +284,8 @@ impl Catalog {
         name: &str,
         profile: impl UnsealedProfile,
     ) -> Result<Warehouse> {
-        let existing = self.get_warehouse(name).await?;
+        let existing = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &existing, name, Privilege::Admin).await?;
         let profile = profile.seal(&self.cipher)?;
         self.authorize_profile(ctx, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
@@ -270,35 +294,75 @@ impl Catalog {
         Ok(updated)
     }
 
-    pub async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>> {
-        self.store.list_warehouses(visible_to).await
+    /// The warehouses the caller may see: all of them with `describe` on the server, else those
+    /// it holds something on or in.
+    pub async fn list_warehouses(&self, ctx: &RequestContext) -> Result<Vec<WarehouseView>> {
+        let visible_to = match ctx.holds(&Target::Server, Privilege::Describe).await? {
+            Some(_) => None,
+            None => match ctx.caller() {
+                Caller::Principal { id, .. } => Some(id.as_str()),
+                Caller::Unrestricted => None,
+            },
+        };
+        let mut views = Vec::new();
+        for warehouse in self.store.list_warehouses(visible_to).await? {
+            views.push(self.view_of(ctx, warehouse).await?);
+        }
+        Ok(views)
     }
 
-    pub async fn get_warehouse(&self, name: &str) -> Result<Warehouse> {
+    /// A warehouse as the caller may see it (its profile's details only for its admins).
+    async fn view_of(&self, ctx: &RequestContext, warehouse: Warehouse) -> Result<WarehouseView> {
+        let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
+        let administered = ctx.holds(&target, Privilege::Admin).await?.is_some();
+        Ok(WarehouseView { warehouse, administered })
+    }
+
+    /// The warehouse named `name`, without authorization (the management API's own lookups).
+    pub(crate) async fn warehouse_named(&self, name: &str) -> Result<Warehouse> {
         let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
         self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
     }
 
-    pub async fn delete_warehouse(&self, name: &str) -> Result<()> {
-        let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
+    /// The warehouse's id, for naming it in a grant (absent and invisible alike: `None`).
+    pub(crate) async fn warehouse_id_of(&self, name: &str) -> Result<Option<String>> {
+        match self.warehouse_named(name).await {
+            Ok(warehouse) => Ok(Some(warehouse.id)),
+            Err(CatalogError::NotFound { .. } | CatalogError::BadRequest(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    pub async fn get_warehouse(&self, ctx: &RequestContext, name: &str) -> Result<WarehouseView> {
+        let warehouse = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &warehouse, name, Privilege::Describe).await?;
+        self.view_of(ctx, warehouse).await
+    }
+
+    pub async fn delete_warehouse(&self, ctx: &RequestContext, name: &str) -> Result<()> {
+        let warehouse = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &warehouse, name, Privilege::Admin).await?;
+        let name = warehouse.name;
         self.store.delete_warehouse(&name).await?;
         self.warehouses.retain(|_, w| w.name != name);
         Ok(())
     }
 
+    /// listNamespaces: for a caller that may describe the parent (or the warehouse), those of
+    /// its children the caller may see.
     pub async fn list_namespaces(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         parent: Option<&str>,
         page_token: Option<&str>,
         page_size: Option<i64>,
-        visible_to: Option<&str>,
     ) -> Result<Listing<NamespaceIdent>> {
         // The spec treats an empty `parent` as absent, for older clients.
         let parent = parent.filter(|p| !p.is_empty()).map(NamespaceIdent::parse_encoded).transpose()?;
         let page = page_request(page_token, page_size)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page, visible_to).await?;
+        let (warehouse, allowed) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Describe).await?;
+        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page, allowed.visible_to()).await?;
         Ok(Listing { items: page.items, next_page_token: page.next_after.as_deref().map(encode_token) })
     }
 
@@ -310,14 +374,20 @@ impl Catalog {
         properties: Properties,
     ) -> Result<(NamespaceIdent, Properties)> {
         let namespace = NamespaceIdent::from_levels(levels)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let parent = namespace.parent();
+        let (warehouse, _) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Create).await?;
         self.store.create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
         Ok((namespace, properties))
     }
 
-    pub async fn load_namespace(&self, prefix: &str, namespace: &str) -> Result<(NamespaceIdent, Properties)> {
+    pub async fn load_namespace(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+    ) -> Result<(NamespaceIdent, Properties)> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
         let properties = self
             .store
             .load_namespace(&warehouse.id, &namespace)
@@ -326,9 +396,9 @@ impl Catalog {
         Ok((namespace, properties))
     }
 
-    pub async fn namespace_exists(&self, prefix: &str, namespace: &str) -> Result<()> {
+    pub async fn namespace_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str) -> Result<()> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
         if self.store.namespace_exists(&warehouse.id, &namespace).await? {
             Ok(())
         } else {
@@ -338,8 +408,11 @@ impl Catalog {
 
     pub async fn drop_namespace(&self, ctx: &RequestContext, prefix: &str, namespace: &str) -> Result<()> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        self.store.drop_namespace(&ctx.write(), &warehouse.id, &namespace).await
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Drop).await?;
+        self.store.drop_namespace(&ctx.write(), &warehouse.id, &namespace).await?;
+        // Grants follow objects: a namespace made anew under this name is another one.
+        ctx.access_changed();
+        Ok(())
     }
 
     pub async fn update_namespace_properties(
@@ -351,6 +424,7 @@ impl Catalog {
         removals: Vec<String>,
     ) -> Result<PropertiesChange> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Write).await?;
         let mut both: Vec<&str> = removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
         if !both.is_empty() {
             both.sort_unstable();
@@ -363,7 +437,6 @@ impl Catalog {
         let mut removals = removals;
         removals.sort_unstable();
         removals.dedup();
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
         self.store.update_namespace_properties(&ctx.write(), &warehouse.id, &namespace, &updates, &removals).await
     }
 }

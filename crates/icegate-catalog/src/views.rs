@@ -9,6 +9,7 @@ use iceberg::ViewUpdate;
 use iceberg::spec::{Schema, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder, ViewVersion};
 use serde::{Deserialize, Serialize};
 
+use crate::access::Privilege;
 use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
@@ -94,7 +95,7 @@ impl Catalog {
         request: CreateView,
     ) -> Result<ViewResult> {
         let view = Self::view_ident(namespace, &request.name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
         if !self.store().namespace_exists(&warehouse.id, &view.namespace).await? {
             return Err(CatalogError::no_such_namespace(&view.namespace));
         }
@@ -159,38 +160,58 @@ impl Catalog {
         Ok(document)
     }
 
-    pub async fn load_view(&self, prefix: &str, namespace: &str, name: &str) -> Result<ViewResult> {
+    pub async fn load_view(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<ViewResult> {
+        self.view_with(ctx, prefix, namespace, name, Privilege::Read).await
+    }
+
+    pub async fn view_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+        self.view_with(ctx, prefix, namespace, name, Privilege::Describe).await.map(|_| ())
+    }
+
+    async fn view_with(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+        privilege: Privilege,
+    ) -> Result<ViewResult> {
         let view = Self::view_ident(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) =
+            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, privilege).await?;
         let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
         Ok(ViewResult { metadata_location: row.metadata_location, metadata_json: row.metadata })
     }
 
-    pub async fn view_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
-        self.load_view(prefix, namespace, name).await.map(|_| ())
-    }
-
     pub async fn list_views(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
-        page_token: Option<&str>,
-        page_size: Option<i64>,
-        visible_to: Option<&str>,
+        page: (Option<&str>, Option<i64>),
     ) -> Result<Listing<TableIdent>> {
-        self.list_tabulars(prefix, namespace, TabularKind::View, page_token, page_size, visible_to).await
+        self.list_tabulars(ctx, prefix, namespace, TabularKind::View, page).await
     }
 
     pub async fn drop_view(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let view = Self::view_ident(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) =
+            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Drop).await?;
         // No credentials are vended for views: nothing to keep their locations for.
         let lease = 0;
         self.store()
             .drop_tabular(&ctx.write(), &warehouse.id, &view.namespace, &view.name, TabularKind::View, lease)
             .await?
-            .map(|_| ())
-            .ok_or_else(|| CatalogError::no_such_view(&view))
+            .ok_or_else(|| CatalogError::no_such_view(&view))?;
+        // Grants follow objects: a view made anew under this name is another one.
+        ctx.access_changed();
+        Ok(())
     }
 
     pub async fn register_view(
@@ -202,7 +223,7 @@ impl Catalog {
         metadata_location: &str,
     ) -> Result<ViewResult> {
         let view = Self::view_ident(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
         self.check_placement(ctx, &warehouse, &view.namespace, &[metadata_location.to_owned()]).await?;
@@ -235,7 +256,8 @@ impl Catalog {
         requirements: Vec<ViewRequirement>,
         updates: Vec<ViewUpdate>,
     ) -> Result<ViewResult> {
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) =
+            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Write).await?;
         let change = ViewChange { view, requirements, updates };
         let mut results = self.run_commit(ctx, warehouse, ViewCommit, vec![change]).await?;
         Ok(results.remove(0))

@@ -1,13 +1,10 @@
 //! Management API: principals, roles, memberships, grants and `whoami`.
 
-use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
-use icegate_catalog::access::{Caller, GrantRecord, Privilege, SecurableRef, SecurableType, Target};
-use icegate_catalog::auth::{hash_secret, new_client_id, random_secret};
-use icegate_catalog::ident::validate_name;
-use icegate_catalog::store::TabularKind;
-use icegate_catalog::{CatalogError, NamespaceIdent, RequestContext};
+use icegate_catalog::NamespaceIdent;
+use icegate_catalog::access::{GrantRecord, Privilege, SecurableRef, SecurableType};
+use icegate_catalog::management::Credentials;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -164,13 +161,20 @@ pub struct WhoAmIResponse {
     pub authentication: String,
 }
 
-fn access(state: &AppState) -> &std::sync::Arc<dyn icegate_catalog::access::AccessStore> {
-    state.security.authenticator.access()
+fn principal_response(p: icegate_catalog::access::PrincipalRecord) -> PrincipalResponse {
+    PrincipalResponse { name: p.name, client_id: p.client_id, created_at_ms: p.created_at_ms }
 }
 
-fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
-    validate_name(what, name)?;
-    Ok(())
+fn credentials(c: Credentials) -> PrincipalCredentials {
+    PrincipalCredentials {
+        name: c.principal.name,
+        client_id: c.principal.client_id.unwrap_or_default(),
+        client_secret: c.client_secret,
+    }
+}
+
+fn role_response((role, principals): (icegate_catalog::access::RoleRecord, Vec<String>)) -> RoleResponse {
+    RoleResponse { name: role.name, principals, created_at_ms: role.created_at_ms }
 }
 
 /// Create a principal with client credentials (the secret is shown once)
@@ -183,25 +187,22 @@ fn check_name(what: &str, name: &str) -> Result<(), ApiError> {
     ))]
 pub async fn create_principal(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Json(request): Json<CreatePrincipalRequest>,
 ) -> Result<(StatusCode, Json<PrincipalCredentials>), ApiError> {
-    check_name("principal", &request.name)?;
-    let (client_id, secret) = (new_client_id(), random_secret());
-    access(&state).create_principal(&request.name, &client_id, &hash_secret(&secret)?).await?;
-    Ok((StatusCode::CREATED, Json(PrincipalCredentials { name: request.name, client_id, client_secret: secret })))
+    let created = state.access.create_principal(&ctx, &request.name).await?;
+    Ok((StatusCode::CREATED, Json(credentials(created))))
 }
 
 /// List principals
 #[utoipa::path(get, path = "/management/v1/principals", tag = "Access control", operation_id = "listPrincipals",
     responses((status = 200, description = "Every principal", body = ListPrincipalsResponse)))]
-pub async fn list_principals(State(state): State<AppState>) -> Result<Json<ListPrincipalsResponse>, ApiError> {
-    let principals = access(&state).list_principals().await?;
-    Ok(Json(ListPrincipalsResponse {
-        principals: principals
-            .into_iter()
-            .map(|p| PrincipalResponse { name: p.name, client_id: p.client_id, created_at_ms: p.created_at_ms })
-            .collect(),
-    }))
+pub async fn list_principals(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+) -> Result<Json<ListPrincipalsResponse>, ApiError> {
+    let principals = state.access.list_principals(&ctx).await?;
+    Ok(Json(ListPrincipalsResponse { principals: principals.into_iter().map(principal_response).collect() }))
 }
 
 /// Get a principal
@@ -213,12 +214,10 @@ pub async fn list_principals(State(state): State<AppState>) -> Result<Json<ListP
     ))]
 pub async fn get_principal(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<Json<PrincipalResponse>, ApiError> {
-    let p = access(&state).principal_by_name(&name).await?.ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "NotFoundException", format!("Principal does not exist: {name}"))
-    })?;
-    Ok(Json(PrincipalResponse { name: p.name, client_id: p.client_id, created_at_ms: p.created_at_ms }))
+    Ok(Json(principal_response(state.access.get_principal(&ctx, &name).await?)))
 }
 
 /// Delete a principal
@@ -228,8 +227,12 @@ pub async fn get_principal(
         (status = 204, description = "Deleted; its tokens stop working at once"),
         (status = 404, description = "No such principal", body = IcebergErrorResponse),
     ))]
-pub async fn delete_principal(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    access(&state).delete_principal(&name).await?;
+pub async fn delete_principal(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.access.delete_principal(&ctx, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -242,16 +245,10 @@ pub async fn delete_principal(State(state): State<AppState>, Path(name): Path<St
     ))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<Json<PrincipalCredentials>, ApiError> {
-    let secret = random_secret();
-    let p = access(&state).set_principal_secret(&name, &hash_secret(&secret)?).await?;
-    Ok(Json(PrincipalCredentials { name: p.name, client_id: p.client_id.unwrap_or_default(), client_secret: secret }))
-}
-
-async fn role_response(state: &AppState, role: icegate_catalog::access::RoleRecord) -> Result<RoleResponse, ApiError> {
-    let principals = access(state).role_members(&role.name).await?;
-    Ok(RoleResponse { name: role.name, principals, created_at_ms: role.created_at_ms })
+    Ok(Json(credentials(state.access.rotate_secret(&ctx, &name).await?)))
 }
 
 /// Create a role
@@ -264,22 +261,21 @@ async fn role_response(state: &AppState, role: icegate_catalog::access::RoleReco
     ))]
 pub async fn create_role(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Json(request): Json<CreateRoleRequest>,
 ) -> Result<(StatusCode, Json<RoleResponse>), ApiError> {
-    check_name("role", &request.name)?;
-    let role = access(&state).create_role(&request.name).await?;
-    Ok((StatusCode::CREATED, Json(role_response(&state, role).await?)))
+    Ok((StatusCode::CREATED, Json(role_response(state.access.create_role(&ctx, &request.name).await?))))
 }
 
 /// List roles
 #[utoipa::path(get, path = "/management/v1/roles", tag = "Access control", operation_id = "listRoles",
     responses((status = 200, description = "Every role with its members", body = ListRolesResponse)))]
-pub async fn list_roles(State(state): State<AppState>) -> Result<Json<ListRolesResponse>, ApiError> {
-    let mut roles = Vec::new();
-    for role in access(&state).list_roles().await? {
-        roles.push(role_response(&state, role).await?);
-    }
-    Ok(Json(ListRolesResponse { roles }))
+pub async fn list_roles(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+) -> Result<Json<ListRolesResponse>, ApiError> {
+    let roles = state.access.list_roles(&ctx).await?;
+    Ok(Json(ListRolesResponse { roles: roles.into_iter().map(role_response).collect() }))
 }
 
 /// Get a role
@@ -289,11 +285,12 @@ pub async fn list_roles(State(state): State<AppState>) -> Result<Json<ListRolesR
         (status = 200, description = "The role", body = RoleResponse),
         (status = 404, description = "No such role", body = IcebergErrorResponse),
     ))]
-pub async fn get_role(State(state): State<AppState>, Path(role): Path<String>) -> Result<Json<RoleResponse>, ApiError> {
-    let record = access(&state).role_by_name(&role).await?.ok_or_else(|| {
-        ApiError::new(StatusCode::NOT_FOUND, "NotFoundException", format!("Role does not exist: {role}"))
-    })?;
-    Ok(Json(role_response(&state, record).await?))
+pub async fn get_role(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(role): Path<String>,
+) -> Result<Json<RoleResponse>, ApiError> {
+    Ok(Json(role_response(state.access.get_role(&ctx, &role).await?)))
 }
 
 /// Delete a role (and its grants)
@@ -303,8 +300,12 @@ pub async fn get_role(State(state): State<AppState>, Path(role): Path<String>) -
         (status = 204, description = "Deleted"),
         (status = 404, description = "No such role", body = IcebergErrorResponse),
     ))]
-pub async fn delete_role(State(state): State<AppState>, Path(role): Path<String>) -> Result<StatusCode, ApiError> {
-    access(&state).delete_role(&role).await?;
+pub async fn delete_role(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(role): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.access.delete_role(&ctx, &role).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -317,9 +318,10 @@ pub async fn delete_role(State(state): State<AppState>, Path(role): Path<String>
     ))]
 pub async fn add_member(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path((role, principal)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    access(&state).add_role_member(&role, &principal).await?;
+    state.access.add_member(&ctx, &role, &principal).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -332,9 +334,10 @@ pub async fn add_member(
     ))]
 pub async fn remove_member(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path((role, principal)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    access(&state).remove_role_member(&role, &principal).await?;
+    state.access.remove_member(&ctx, &role, &principal).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -355,78 +358,8 @@ pub async fn grant(
 ) -> Result<(StatusCode, Json<GrantResponse>), ApiError> {
     let privilege = Privilege::parse(&request.privilege)?;
     let securable = request.securable.parse()?;
-    if let Some(expires) = request.expires_at_ms
-        && expires <= now_ms()
-    {
-        // A grant that can never apply is a mistake (seconds given for milliseconds, say).
-        return Err(ApiError::bad_request(format!(
-            "expires-at-ms {expires} is not in the future; it counts milliseconds since the Unix epoch"
-        )));
-    }
-    // A grantor whose own privileges there expire cannot hand them on for longer.
-    let expires_at_ms = match authorize_grant(&state, &ctx, &securable, privilege).await? {
-        Some(limit) => Some(request.expires_at_ms.map_or(limit, |asked| asked.min(limit))),
-        None => request.expires_at_ms,
-    };
-    let record = access(&state).grant(&request.role, privilege, &securable, expires_at_ms).await?;
+    let record = state.access.grant(&ctx, &request.role, privilege, &securable, request.expires_at_ms).await?;
     Ok((StatusCode::CREATED, Json(record.into())))
-}
-
-/// The authorization target of a securable, by name (ids resolved by the store).
-async fn securable_target(state: &AppState, securable: &SecurableRef) -> Result<Target, ApiError> {
-    let Some(warehouse) = &securable.warehouse else { return Ok(Target::Server) };
-    let warehouse_id = state.catalog.get_warehouse(warehouse).await?.id;
-    Ok(match (&securable.namespace, &securable.name) {
-        (None, _) => Target::Warehouse { warehouse_id },
-        (Some(namespace), None) => Target::Namespace { warehouse_id, namespace: namespace.clone() },
-        (Some(namespace), Some(name)) => Target::Tabular {
-            warehouse_id,
-            namespace: namespace.clone(),
-            name: name.clone(),
-            kind: if securable.kind == SecurableType::View { TabularKind::View } else { TabularKind::Table },
-        },
-    })
-}
-
-/// The answer for a securable the caller may not see: exactly the one for a missing securable,
-/// so that whether it exists is not learned from it.
-fn missing(securable: &SecurableRef) -> CatalogError {
-    let namespace = securable.namespace.as_ref().map(ToString::to_string).unwrap_or_default();
-    let name = securable.name.clone().unwrap_or_default();
-    match securable.kind {
-        SecurableType::Server => CatalogError::Forbidden("requires manage_grants on the server".into()),
-        SecurableType::Warehouse => CatalogError::no_such_warehouse(securable.warehouse.as_deref().unwrap_or("")),
-        SecurableType::Namespace => CatalogError::no_such_namespace(namespace),
-        SecurableType::Table => CatalogError::no_such_table(format!("{namespace}.{name}")),
-        SecurableType::View => CatalogError::no_such_view(format!("{namespace}.{name}")),
-    }
-}
-
-/// Granting or revoking `privilege` on `securable` needs `manage_grants` there and the
-/// privilege itself: a grantor hands on (or takes back) only what it holds, so `manage_grants`
-/// on a namespace cannot make anyone, itself included, its admin. Decided on the securable and
-/// privilege the handler parsed, the ones the store then acts on. Returns when the grantor's
-/// holdings there expire (the earliest expiry among the grants they come from), if they do.
-async fn authorize_grant(
-    state: &AppState,
-    ctx: &RequestContext,
-    securable: &SecurableRef,
-    privilege: Privilege,
-) -> Result<Option<i64>, ApiError> {
-    let target = match securable_target(state, securable).await {
-        Err(_) if securable.kind != SecurableType::Server => return Err(missing(securable).into()),
-        other => other?,
-    };
-    let held = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
-    if let Some(held) = &held
-        && !held.has(privilege)
-    {
-        return Err(CatalogError::Forbidden(format!(
-            "a grantor may grant or revoke only privileges it holds on the securable, and you do not hold {privilege} there"
-        ))
-        .into());
-    }
-    Ok(held.and_then(|h| h.expires_at_ms))
 }
 
 /// Revoke a privilege from a role on a securable (effective immediately)
@@ -445,8 +378,7 @@ pub async fn revoke(
 ) -> Result<StatusCode, ApiError> {
     let privilege = Privilege::parse(&request.privilege)?;
     let securable = request.securable.parse()?;
-    authorize_grant(&state, &ctx, &securable, privilege).await?;
-    access(&state).revoke(&request.role, privilege, &securable).await?;
+    state.access.revoke(&ctx, &request.role, privilege, &securable).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -463,32 +395,7 @@ pub async fn list_grants(
     Context(ctx): Context,
     Query(query): Query<ListGrantsQuery>,
 ) -> Result<Json<ListGrantsResponse>, ApiError> {
-    // Decided on the one parameter that is then read: a role's grants need server admin, a
-    // principal's its own name or server admin.
-    let own = |principal: &str| matches!(ctx.caller(), Caller::Principal { name, .. } if name == principal);
-    let admin = || ctx.require(&Target::Server, Privilege::Admin, || CatalogError::Forbidden(String::new()));
-    let need_admin = |what: &str| CatalogError::Forbidden(format!("listing {what} requires admin on the server"));
-    let grants = match (&query.role, &query.principal) {
-        (Some(_), Some(_)) => return Err(ApiError::bad_request("pass ?role=NAME or ?principal=NAME, not both")),
-        (Some(role), None) => {
-            admin().await.map_err(|_| need_admin("a role's grants"))?;
-            access(&state).list_grants(Some(role), None, None).await?
-        }
-        (None, Some(principal)) => {
-            if !own(principal) {
-                admin().await.map_err(|_| need_admin("another principal's grants"))?;
-            }
-            let record = access(&state).principal_by_name(principal).await?.ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    "NotFoundException",
-                    format!("Principal does not exist: {principal}"),
-                )
-            })?;
-            access(&state).list_grants(None, Some(&record.id), Some(now_ms())).await?
-        }
-        (None, None) => return Err(ApiError::bad_request("pass ?role=NAME or ?principal=NAME")),
-    };
+    let grants = state.access.list_grants(&ctx, query.role.as_deref(), query.principal.as_deref()).await?;
     Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect() }))
 }
 
@@ -513,38 +420,20 @@ pub async fn grants_on(
         name: query.name,
     }
     .parse()?;
-    // Who can do what on a securable is for those who manage its grants.
-    let target = match securable_target(&state, &securable).await {
-        Err(_) if securable.kind != SecurableType::Server => return Err(missing(&securable).into()),
-        other => other?,
-    };
-    ctx.require(&target, Privilege::ManageGrants, || missing(&securable)).await?;
-    let grants = access(&state).grants_on(&securable, now_ms()).await?;
+    let grants = state.access.grants_on(&ctx, &securable).await?;
     Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect() }))
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 /// The caller's principal, roles and server-level privileges
 #[utoipa::path(get, path = "/management/v1/whoami", tag = "Access control", operation_id = "whoami",
     responses((status = 200, description = "Who is calling", body = WhoAmIResponse)))]
-pub async fn whoami(
-    State(state): State<AppState>,
-    caller: Option<Extension<Caller>>,
-) -> Result<Json<WhoAmIResponse>, ApiError> {
-    let Some(Extension(Caller::Principal { id, name })) = caller else {
-        return Ok(Json(WhoAmIResponse {
-            principal: None,
-            roles: Vec::new(),
-            server_privileges: Privilege::ALL.iter().map(|p| p.as_str().to_owned()).collect(),
-            authentication: "none".into(),
-        }));
-    };
-    let roles = access(&state).principal_roles(&id).await?;
-    let holdings = access(&state).holdings(&id, &icegate_catalog::access::Target::Server, now_ms()).await?;
-    let mut server_privileges: Vec<String> = holdings.direct.iter().map(|p| p.as_str().to_owned()).collect();
-    server_privileges.sort();
-    Ok(Json(WhoAmIResponse { principal: Some(name), roles, server_privileges, authentication: "required".into() }))
+pub async fn whoami(State(state): State<AppState>, Context(ctx): Context) -> Result<Json<WhoAmIResponse>, ApiError> {
+    let who = state.access.whoami(&ctx).await?;
+    let authentication = if who.principal.is_some() { "required" } else { "none" };
+    Ok(Json(WhoAmIResponse {
+        principal: who.principal,
+        roles: who.roles,
+        server_privileges: who.server_privileges.iter().map(|p| p.as_str().to_owned()).collect(),
+        authentication: authentication.into(),
+    }))
 }

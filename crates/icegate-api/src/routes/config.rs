@@ -6,7 +6,7 @@ use axum::extract::State;
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
-use crate::extract::{Json, Query};
+use crate::extract::{Context, Json, Query};
 use crate::models::{CatalogConfig, ConfigQuery};
 
 /// List all catalog configuration settings
@@ -28,9 +28,10 @@ use crate::models::{CatalogConfig, ConfigQuery};
 )]
 pub async fn get_config(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Query(query): Query<ConfigQuery>,
 ) -> Result<Json<CatalogConfig>, ApiError> {
-    let warehouse = state.catalog.config_warehouse(query.warehouse.as_deref()).await?;
+    let warehouse = state.catalog.config(&ctx, query.warehouse.as_deref()).await?;
     let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id)]);
     Ok(Json(CatalogConfig {
         overrides,

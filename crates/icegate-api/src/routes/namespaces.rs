@@ -28,20 +28,12 @@ use crate::models::{
 )]
 pub async fn list_namespaces(
     State(state): State<AppState>,
-    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
+    Context(ctx): Context,
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
-    let listing = state
-        .catalog
-        .list_namespaces(
-            &prefix,
-            query.parent.as_deref(),
-            query.page_token.as_deref(),
-            query.page_size,
-            crate::authz::visibility(visibility).as_deref(),
-        )
-        .await?;
+    let (parent, page_token) = (query.parent.as_deref(), query.page_token.as_deref());
+    let listing = state.catalog.list_namespaces(&ctx, &prefix, parent, page_token, query.page_size).await?;
     Ok(Json(ListNamespacesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         namespaces: listing.items.into_iter().map(|ns| Namespace(ns.levels().to_vec())).collect(),
@@ -91,9 +83,10 @@ pub async fn create_namespace(
 )]
 pub async fn load_namespace(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<Json<GetNamespaceResponse>, ApiError> {
-    let (namespace, properties) = state.catalog.load_namespace(&prefix, &namespace).await?;
+    let (namespace, properties) = state.catalog.load_namespace(&ctx, &prefix, &namespace).await?;
     Ok(Json(GetNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
 }
 
@@ -113,9 +106,10 @@ pub async fn load_namespace(
 )]
 pub async fn namespace_exists(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.namespace_exists(&prefix, &namespace).await?;
+    state.catalog.namespace_exists(&ctx, &prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

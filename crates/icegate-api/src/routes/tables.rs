@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::storage::{AccessLevel, Delegation, SignRequest, TableStorageAccess};
+use icegate_catalog::storage::{Delegation, SignRequest, TableStorageAccess};
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::{
     CreateTable, Loaded, SnapshotMode, StorageRequest, TableChange, TableIdent, TableResult,
 };
 
 use crate::AppState;
-use crate::authz::{StorageAccess, storage_access as storage_access_level};
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Path, Query};
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
@@ -22,20 +21,17 @@ use crate::table_models::{
     LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest,
     ReportMetricsRequest, StorageCredential, TableIdentifier, WithMetadata,
 };
-use icegate_catalog::NamespaceIdent;
-use icegate_catalog::access::{Caller, Privilege, Target};
+use icegate_catalog::RequestContext;
 
 /// What the request's headers say about storage access: the delegation asked for and the Host.
 fn storage_request<'a>(
     (prefix, namespace, table): (&'a str, &'a str, &'a str),
-    access: AccessLevel,
     headers: &'a HeaderMap,
 ) -> StorageRequest<'a> {
     StorageRequest {
         prefix,
         namespace,
         table,
-        access,
         delegation: Delegation::parse(headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok())),
         host: headers.get(header::HOST).and_then(|h| h.to_str().ok()),
     }
@@ -60,15 +56,15 @@ fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Respo
     Ok(response)
 }
 
-/// A table response carrying the storage configuration (and credentials) for `access`.
+/// A table response carrying the storage configuration (and credentials) at the level the
+/// service decided.
 async fn table_response(
     state: &AppState,
     result: TableResult,
     table: (&str, &str, &str),
-    access: AccessLevel,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let storage = state.catalog.storage_access(&result, &storage_request(table, access, headers)).await?;
+    let storage = state.catalog.storage_access(&result, &storage_request(table, headers)).await?;
     load_result(result, storage)
 }
 
@@ -92,20 +88,12 @@ fn identifier(table: TableIdent) -> TableIdentifier {
 )]
 pub async fn list_tables(
     State(state): State<AppState>,
-    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
-    let listing = state
-        .catalog
-        .list_tables(
-            &prefix,
-            &namespace,
-            query.page_token.as_deref(),
-            query.page_size,
-            crate::authz::visibility(visibility).as_deref(),
-        )
-        .await?;
+    let page = (query.page_token.as_deref(), query.page_size);
+    let listing = state.catalog.list_tables(&ctx, &prefix, &namespace, page).await?;
     Ok(Json(ListTablesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         identifiers: listing.items.into_iter().map(identifier).collect(),
@@ -146,8 +134,7 @@ pub async fn create_table(
         stage_create: request.stage_create.unwrap_or(false),
     };
     let result = state.catalog.create_table(&ctx, &prefix, &namespace, request).await?;
-    // The creator writes the new table: read-write for exactly this table.
-    table_response(&state, result, (&prefix, &namespace, &name), AccessLevel::ReadWrite, &headers).await
+    table_response(&state, result, (&prefix, &namespace, &name), &headers).await
 }
 
 /// Load a table from the catalog
@@ -167,8 +154,7 @@ pub async fn create_table(
 )]
 pub async fn load_table(
     State(state): State<AppState>,
-    caller: Option<axum::Extension<Caller>>,
-    access: Option<axum::Extension<StorageAccess>>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Query(query): Query<LoadTableQuery>,
     headers: HeaderMap,
@@ -181,7 +167,7 @@ pub async fn load_table(
     let if_none_match: Vec<&str> =
         headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
     let result =
-        match state.catalog.load_table_unless_current(&prefix, &namespace, &table, mode, &if_none_match).await? {
+        match state.catalog.load_table_unless_current(&ctx, &prefix, &namespace, &table, mode, &if_none_match).await? {
             Loaded::Table(result) => result,
             Loaded::NotModified { etag } => {
                 let mut response = StatusCode::NOT_MODIFIED.into_response();
@@ -191,8 +177,7 @@ pub async fn load_table(
                 return Ok(response);
             }
         };
-    let level = storage_access_level(caller.as_ref(), access.as_ref());
-    table_response(&state, result, (&prefix, &namespace, &table), level, &headers).await
+    table_response(&state, result, (&prefix, &namespace, &table), &headers).await
 }
 
 /// Check if a table exists
@@ -211,9 +196,10 @@ pub async fn load_table(
 )]
 pub async fn table_exists(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.table_exists(&prefix, &namespace, &table).await?;
+    state.catalog.table_exists(&ctx, &prefix, &namespace, &table).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -299,7 +285,7 @@ pub async fn register_table(
         .catalog
         .register_table(&ctx, &prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
         .await?;
-    table_response(&state, result, (&prefix, &namespace, &request.name), AccessLevel::ReadWrite, &headers).await
+    table_response(&state, result, (&prefix, &namespace, &request.name), &headers).await
 }
 
 /// Load vended credentials for a table from the catalog
@@ -319,14 +305,12 @@ pub async fn register_table(
 )]
 pub async fn load_credentials(
     State(state): State<AppState>,
-    caller: Option<axum::Extension<Caller>>,
-    access: Option<axum::Extension<StorageAccess>>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     headers: HeaderMap,
 ) -> Result<Json<LoadCredentialsResponse>, ApiError> {
-    let level = storage_access_level(caller.as_ref(), access.as_ref());
-    let request = storage_request((&prefix, &namespace, &table), level, &headers);
-    let credentials = state.catalog.table_credentials(&request).await?;
+    let request = storage_request((&prefix, &namespace, &table), &headers);
+    let credentials = state.catalog.table_credentials(&ctx, &request).await?;
     Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(credentials) }))
 }
 
@@ -348,15 +332,13 @@ pub async fn load_credentials(
 )]
 pub async fn sign_request(
     State(state): State<AppState>,
-    caller: Option<axum::Extension<Caller>>,
-    access: Option<axum::Extension<StorageAccess>>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<RemoteSignRequest>,
 ) -> Result<Json<RemoteSignResult>, ApiError> {
     if request.provider.as_deref().is_some_and(|p| p != "s3") {
         return Err(ApiError::bad_request(format!("cannot sign for provider {:?}", request.provider)));
     }
-    let level = storage_access_level(caller.as_ref(), access.as_ref());
     let sign = SignRequest {
         region: request.region,
         uri: request.uri,
@@ -364,7 +346,7 @@ pub async fn sign_request(
         headers: request.headers,
         body: request.body,
     };
-    let signed = state.catalog.sign_table_request((&prefix, &namespace, &table), level, sign).await?;
+    let signed = state.catalog.sign_table_request(&ctx, (&prefix, &namespace, &table), sign).await?;
     Ok(Json(RemoteSignResult { uri: signed.uri, headers: signed.headers }))
 }
 
@@ -414,6 +396,7 @@ pub async fn rename_table(
 )]
 pub async fn report_metrics(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
     Json(request): Json<ReportMetricsRequest>,
 ) -> Result<StatusCode, ApiError> {
@@ -426,7 +409,7 @@ pub async fn report_metrics(
             )));
         }
     };
-    state.catalog.table_exists(&prefix, &namespace, &table).await?;
+    state.catalog.accept_metrics_report(&ctx, &prefix, &namespace, &table).await?;
     state.metrics.record_report(report_type);
     tracing::debug!(table = %request.table_name, snapshot_id = request.snapshot_id, report_type, metrics = request.metrics.len(), "metrics report");
     Ok(StatusCode::NO_CONTENT)
@@ -470,11 +453,12 @@ pub async fn commit_transaction(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The storage credentials of a replayed createTable or registerTable answer (its stored copy
-/// holds none): vended afresh for the caller as it is now, if the table is still the one that
-/// answer created. `None` leaves the stored body as it is (no credentials).
+/// A replayed createTable or registerTable answer (an `Idempotency-Key` retry) with storage
+/// access vended again as the caller may have it now (see `Catalog::replayed_table`); `None`
+/// to replay the stored answer as it is.
 pub(crate) async fn revend_replayed(
     state: &AppState,
+    ctx: &RequestContext,
     parts: &axum::http::request::Parts,
     request_body: &[u8],
     stored: &str,
@@ -488,43 +472,14 @@ pub(crate) async fn revend_replayed(
     let overwrite = request["overwrite"].as_bool().unwrap_or(false);
     let mut body: serde_json::Value = serde_json::from_str(stored).ok()?;
     // A staged create stored nothing (it changed nothing); a created table has a location.
-    body.get("metadata-location")?.as_str()?;
+    let first_location = body.get("metadata-location")?.as_str()?.to_owned();
     let uuid = body["metadata"]["table-uuid"].as_str()?.to_owned();
-    let result = state.catalog.load_table(&prefix, &namespace, &name, SnapshotMode::All).await.ok()?;
-    let current: serde_json::Value = serde_json::from_str(&result.metadata_json).ok()?;
-    if current["table-uuid"].as_str() != Some(uuid.as_str()) {
-        return None; // dropped and made anew since: not the table the first answer was about
-    }
-    // What the caller may do with the table now decides, as for a load: read-write with
-    // `write`, read with `read`. The creator of a table (which may hold only `create`) is
-    // answered as it first was, read-write, only while the table is still exactly what it
-    // created (same metadata file, so the same locations); a registration that replaced a
-    // table needed `write` and `drop` on it, and is answered by what the caller holds now.
-    let unchanged = body["metadata-location"].as_str() == result.metadata_location.as_deref();
-    let level = match parts.extensions.get::<Caller>() {
-        None | Some(Caller::Unrestricted) => Some(AccessLevel::ReadWrite),
-        Some(caller) => {
-            let target = Target::Tabular {
-                warehouse_id: result.warehouse.id.clone(),
-                namespace: NamespaceIdent::parse_encoded(&namespace).ok()?,
-                name: name.clone(),
-                kind: TabularKind::Table,
-            };
-            let missing = || icegate_catalog::CatalogError::Forbidden(String::new());
-            let held = state.security.authorizer.check_holdings(caller, &target, Privilege::Describe, missing).await;
-            let held = held.ok().and_then(|(_, holdings)| holdings).unwrap_or_default();
-            if held.has(Privilege::Write) || (unchanged && !overwrite) {
-                Some(AccessLevel::ReadWrite)
-            } else if held.has(Privilege::Read) {
-                Some(AccessLevel::Read)
-            } else {
-                None
-            }
-        }
-    };
+    let request = storage_request((&prefix, &namespace, &name), &parts.headers);
+    let (mut result, level) =
+        state.catalog.replayed_table(ctx, &request, &uuid, &first_location, overwrite).await.ok()??;
     // No access now: the stored answer, without credentials.
     let Some(level) = level else { return Some(body.to_string()) };
-    let request = storage_request((&prefix, &namespace, &name), level, &parts.headers);
+    result.access = level;
     let storage = state.catalog.storage_access(&result, &request).await.ok()?;
     let config = body.as_object_mut()?.entry("config").or_insert_with(|| serde_json::json!({}));
     for (key, value) in storage.config {

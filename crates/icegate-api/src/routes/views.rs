@@ -40,20 +40,12 @@ fn result(view: ViewResult) -> Result<Json<LoadViewResult>, ApiError> {
 )]
 pub async fn list_views(
     State(state): State<AppState>,
-    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
+    Context(ctx): Context,
     Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
-    let listing = state
-        .catalog
-        .list_views(
-            &prefix,
-            &namespace,
-            query.page_token.as_deref(),
-            query.page_size,
-            crate::authz::visibility(visibility).as_deref(),
-        )
-        .await?;
+    let page = (query.page_token.as_deref(), query.page_size);
+    let listing = state.catalog.list_views(&ctx, &prefix, &namespace, page).await?;
     Ok(Json(ListTablesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         identifiers: listing
@@ -112,9 +104,10 @@ pub async fn create_view(
 )]
 pub async fn load_view(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
-    result(state.catalog.load_view(&prefix, &namespace, &view).await?)
+    result(state.catalog.load_view(&ctx, &prefix, &namespace, &view).await?)
 }
 
 /// Replace a view
@@ -183,9 +176,10 @@ pub async fn drop_view(
 )]
 pub async fn view_exists(
     State(state): State<AppState>,
+    Context(ctx): Context,
     Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.view_exists(&prefix, &namespace, &view).await?;
+    state.catalog.view_exists(&ctx, &prefix, &namespace, &view).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

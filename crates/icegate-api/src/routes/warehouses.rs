@@ -12,8 +12,7 @@ use utoipa::ToSchema;
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Path};
-use icegate_catalog::access::{Privilege, Target};
-use icegate_catalog::{CatalogError, RequestContext};
+use icegate_catalog::service::WarehouseView;
 
 /// A warehouse: a named storage root that holds namespaces, tables and views.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -296,30 +295,19 @@ pub async fn update_storage_profile(
 pub async fn list_warehouses(
     State(state): State<AppState>,
     Context(ctx): Context,
-    visibility: Option<axum::Extension<icegate_catalog::access::Visibility>>,
 ) -> Result<Json<ListWarehousesResponse>, ApiError> {
-    let warehouses = state.catalog.list_warehouses(crate::authz::visibility(visibility).as_deref()).await?;
-    let mut listed = Vec::with_capacity(warehouses.len());
-    for warehouse in warehouses {
-        listed.push(shown_to(&ctx, warehouse).await?);
-    }
-    Ok(Json(ListWarehousesResponse { warehouses: listed }))
+    let warehouses = state.catalog.list_warehouses(&ctx).await?;
+    Ok(Json(ListWarehousesResponse { warehouses: warehouses.into_iter().map(shown).collect() }))
 }
 
-/// A warehouse as `ctx`'s caller may see it: the storage profile's details (key id, role,
+/// A warehouse as its viewer may see it: the storage profile's details (key id, role,
 /// endpoints) only for those who administer the warehouse; others see its type.
-async fn shown_to(ctx: &RequestContext, warehouse: Warehouse) -> Result<WarehouseResponse, ApiError> {
-    let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
-    let admin = match ctx.require(&target, Privilege::Admin, || CatalogError::Forbidden(String::new())).await {
-        Ok(_) => true,
-        Err(CatalogError::Forbidden(_) | CatalogError::NotFound { .. }) => false,
-        Err(other) => return Err(other.into()),
-    };
-    let mut response = WarehouseResponse::from(warehouse);
-    if !admin {
+fn shown(view: WarehouseView) -> WarehouseResponse {
+    let mut response = WarehouseResponse::from(view.warehouse);
+    if !view.administered {
         response.storage_profile = StorageProfileView::redacted(&response.storage_profile.kind);
     }
-    Ok(response)
+    response
 }
 
 /// Get a warehouse
@@ -340,7 +328,7 @@ pub async fn get_warehouse(
     Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    Ok(Json(shown_to(&ctx, state.catalog.get_warehouse(&name).await?).await?))
+    Ok(Json(shown(state.catalog.get_warehouse(&ctx, &name).await?)))
 }
 
 /// Delete an empty warehouse
@@ -357,7 +345,11 @@ pub async fn get_warehouse(
         (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
     )
 )]
-pub async fn delete_warehouse(State(state): State<AppState>, Path(name): Path<String>) -> Result<StatusCode, ApiError> {
-    state.catalog.delete_warehouse(&name).await?;
+pub async fn delete_warehouse(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.catalog.delete_warehouse(&ctx, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -21,7 +21,7 @@ use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::metadata_cache::Cached;
 use crate::service::Catalog;
-use crate::storage::TableLocations;
+use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{MetadataSwap, TabularHead, TabularKind, Warehouse};
 
 impl Catalog {
@@ -40,6 +40,7 @@ impl Catalog {
         prefix: &str,
         changes: Vec<TableChange>,
     ) -> Result<()> {
+        let (warehouse, _) = self.warehouse_with(ctx, prefix, Privilege::Describe).await?;
         if changes.is_empty() {
             return Err(CatalogError::bad_request("a transaction needs at least one table change"));
         }
@@ -49,7 +50,6 @@ impl Catalog {
                 return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
             }
         }
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
         self.run_commit(ctx, warehouse, TableCommit { transaction: true }, changes).await.map(|_| ())
     }
 
@@ -173,6 +173,7 @@ impl Catalog {
                         metadata_json: document,
                         etag,
                         warehouse: warehouse.clone(),
+                        access: AccessLevel::ReadWrite,
                     },
                     expired: Vec::new(),
                     delete_expired: false,
@@ -219,6 +220,7 @@ impl Catalog {
                     metadata_location: Some(metadata_location),
                     metadata_json: metadata_json.into(),
                     warehouse: warehouse.clone(),
+                    access: AccessLevel::ReadWrite,
                 },
                 expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
                 delete_expired,

@@ -4,10 +4,12 @@ use iceberg::spec::{FormatVersion, TableMetadata, TableMetadataBuilder};
 
 use super::metadata_files::{etag, location_inside, metadata_file_location, table_locations, to_json};
 use super::{CreateTable, PROPERTY_FORMAT_VERSION, SnapshotMode, TableIdent, TableResult};
+use crate::access::Privilege;
 use crate::commit::not_committed;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
+use crate::storage::AccessLevel;
 use crate::store::{TabularKind, Warehouse};
 
 /// How long a staged create's locations stay reserved when the warehouse vends no credentials
@@ -24,7 +26,7 @@ impl Catalog {
         request: CreateTable,
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, &request.name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &table.namespace, Privilege::Create).await?;
         if !self.store().namespace_exists(&warehouse.id, &table.namespace).await? {
             return Err(CatalogError::no_such_namespace(&table.namespace));
         }
@@ -77,6 +79,7 @@ impl Catalog {
                 metadata_json: metadata_json.into(),
                 etag,
                 warehouse,
+                access: AccessLevel::ReadWrite,
             });
         }
         let (catalog, ctx) = (self.clone(), ctx.clone());
@@ -138,6 +141,7 @@ impl Catalog {
             metadata_location: Some(metadata_location),
             etag,
             warehouse: warehouse.clone(),
+            access: AccessLevel::ReadWrite,
         })
     }
 }

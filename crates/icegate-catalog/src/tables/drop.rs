@@ -1,6 +1,7 @@
 //! dropTable, and purge: exactly the locations the catalog recorded for the table.
 
 use super::TableIdent;
+use crate::access::Privilege;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
@@ -19,7 +20,9 @@ impl Catalog {
         purge: bool,
     ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
+            .await?;
         // Credentials vended for the table while it existed may work this long: its locations
         // are leased that long.
         let lease = self.credentials_valid_until(&warehouse, 0);
@@ -28,6 +31,8 @@ impl Catalog {
             .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        // Grants follow objects: a table made anew under this name is another one.
+        ctx.access_changed();
         if purge {
             // Exactly the locations the catalog recorded for the table (each checked to be the
             // table's alone when it was set), never paths read from its metadata or manifests:

@@ -7,10 +7,13 @@ use std::sync::Arc;
 use super::TableIdent;
 use super::metadata_files::{etag, referenced_snapshots_only};
 use super::{SnapshotMode, TableResult};
+use crate::access::Privilege;
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
 use crate::pagination::{encode_token, page_request};
 use crate::service::{Catalog, Listing};
+use crate::storage::AccessLevel;
 use crate::store::{Tabular, TabularKind, Warehouse};
 
 /// A load of a table the client may already hold (`If-None-Match`).
@@ -40,13 +43,14 @@ impl Catalog {
     /// changed (decided on the ETag alone, before any body is built).
     pub async fn load_table_unless_current(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         name: &str,
         mode: SnapshotMode,
         if_none_match: &[&str],
     ) -> Result<Loaded> {
-        let result = self.load_table(prefix, namespace, name, mode).await?;
+        let result = self.load_table(ctx, prefix, namespace, name, mode).await?;
         Ok(if etag_matches(&result.etag, if_none_match) {
             Loaded::NotModified { etag: result.etag }
         } else {
@@ -58,20 +62,37 @@ impl Catalog {
         self.store().load_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await
     }
 
-    /// loadTable. Reads the database only: the metadata JSON is kept beside its location.
+    /// loadTable, for a caller with `read` on the table; the result carries the access to its
+    /// files the caller's privileges give.
     pub async fn load_table(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         name: &str,
         mode: SnapshotMode,
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, allowed) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
+            .await?;
+        let mut result = self.current_table(warehouse, &table, mode).await?;
+        result.access = allowed.storage_access();
+        Ok(result)
+    }
+
+    /// The table as it is now. Reads the database only: the metadata JSON is kept beside its
+    /// location.
+    pub(crate) async fn current_table(
+        &self,
+        warehouse: Warehouse,
+        table: &TableIdent,
+        mode: SnapshotMode,
+    ) -> Result<TableResult> {
         let (id, metadata_location, document) = if self.metadata_cache().mostly_misses() {
             // Loads spread over more tables than the cache holds (or no cache): one query for
             // the whole row beats a head query followed by a row query.
-            let row = self.load_row(&warehouse, &table).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+            let row = self.load_row(&warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
             let cache = self.metadata_cache();
             cache.observe(&row.metadata_location);
             let document: Arc<str> = row.metadata.into();
@@ -80,14 +101,21 @@ impl Catalog {
             }
             (row.id, row.metadata_location, document)
         } else {
-            self.load_document(&warehouse, &table).await?
+            self.load_document(&warehouse, table).await?
         };
         let etag = etag(&metadata_location, mode);
         let metadata_json = match mode {
             SnapshotMode::All => document,
             SnapshotMode::Refs => referenced_snapshots_only(&document)?.into(),
         };
-        Ok(TableResult { id: Some(id), metadata_location: Some(metadata_location), metadata_json, etag, warehouse })
+        Ok(TableResult {
+            id: Some(id),
+            metadata_location: Some(metadata_location),
+            metadata_json,
+            etag,
+            warehouse,
+            access: AccessLevel::Read,
+        })
     }
 
     /// The current metadata location and document: the head from the store, the document from
@@ -121,9 +149,29 @@ impl Catalog {
         document
     }
 
-    pub async fn table_exists(&self, prefix: &str, namespace: &str, name: &str) -> Result<()> {
+    pub async fn table_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Describe)
+            .await?;
+        match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
+            Some(_) => Ok(()),
+            None => Err(CatalogError::no_such_table(&table)),
+        }
+    }
+
+    /// reportMetrics: accepted from a caller that may read the table, for a table that exists.
+    pub async fn accept_metrics_report(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<()> {
+        let table = TableIdent::parse(namespace, name)?;
+        let (warehouse, _) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
+            .await?;
         match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
             Some(_) => Ok(()),
             None => Err(CatalogError::no_such_table(&table)),
@@ -132,29 +180,28 @@ impl Catalog {
 
     pub async fn list_tables(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
-        page_token: Option<&str>,
-        page_size: Option<i64>,
-        visible_to: Option<&str>,
+        page: (Option<&str>, Option<i64>),
     ) -> Result<Listing<TableIdent>> {
-        self.list_tabulars(prefix, namespace, TabularKind::Table, page_token, page_size, visible_to).await
+        self.list_tabulars(ctx, prefix, namespace, TabularKind::Table, page).await
     }
 
-    /// The tables or views of a namespace, one page.
+    /// The tables or views of a namespace the caller may describe, one page: all of them when
+    /// it holds a privilege on the namespace, else those it holds something on.
     pub(crate) async fn list_tabulars(
         &self,
+        ctx: &RequestContext,
         prefix: &str,
         namespace: &str,
         kind: TabularKind,
-        page_token: Option<&str>,
-        page_size: Option<i64>,
-        visible_to: Option<&str>,
+        (page_token, page_size): (Option<&str>, Option<i64>),
     ) -> Result<Listing<TableIdent>> {
         let namespace = NamespaceIdent::parse_encoded(namespace)?;
         let page = page_request(page_token, page_size)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let page = self.store().list_tabulars(&warehouse.id, &namespace, kind, &page, visible_to).await?;
+        let (warehouse, allowed) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
+        let page = self.store().list_tabulars(&warehouse.id, &namespace, kind, &page, allowed.visible_to()).await?;
         Ok(Listing {
             items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
             next_page_token: page.next_after.as_deref().map(encode_token),

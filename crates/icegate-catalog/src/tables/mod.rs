@@ -32,7 +32,7 @@ use iceberg::{TableRequirement, TableUpdate};
 
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
-use crate::storage::TableLocations;
+use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
 pub use load::Loaded;
@@ -133,6 +133,9 @@ pub struct TableResult {
     pub etag: String,
     /// The warehouse the table lives in (for credential vending).
     pub warehouse: Warehouse,
+    /// The access to the table's files the caller gets with it: what its privileges give on a
+    /// load, read-write for the creator of a table it creates or registers.
+    pub access: AccessLevel,
 }
 
 impl TableResult {

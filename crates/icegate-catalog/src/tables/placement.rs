@@ -43,13 +43,12 @@ impl Catalog {
             |l: &String| l.strip_prefix(dir.as_str()).is_some_and(|rest| rest.starts_with('/') && rest.len() > 1);
         let Some(outside) = locations.iter().find(|l| !inside(l)) else { return Ok(()) };
         let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
-        match ctx.require(&target, Privilege::Admin, || CatalogError::Forbidden(String::new())).await {
-            Ok(_) => Ok(()),
-            Err(CatalogError::Forbidden(_) | CatalogError::NotFound { .. }) => Err(CatalogError::Forbidden(format!(
+        match ctx.holds(&target, Privilege::Admin).await? {
+            Some(_) => Ok(()),
+            None => Err(CatalogError::Forbidden(format!(
                 "{outside} lies outside the directory of namespace {namespace} ({dir}); placing tables and views \
                  elsewhere in the warehouse needs admin on the warehouse"
             ))),
-            Err(other) => Err(other),
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
-use crate::storage::TableLocations;
+use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{MetadataSwap, SwapOutcome, TabularKind};
 
 impl Catalog {
@@ -23,7 +23,7 @@ impl Catalog {
         overwrite: bool,
     ) -> Result<TableResult> {
         let table = TableIdent::parse(namespace, name)?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &table.namespace, Privilege::Create).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
         // Where the caller may place the table, before anything is read with the server's
@@ -76,6 +76,7 @@ impl Catalog {
                     etag: etag(metadata_location, SnapshotMode::All),
                     metadata_json: self.remember(metadata_location, metadata_json),
                     warehouse,
+                    access: AccessLevel::ReadWrite,
                 }),
                 SwapOutcome::Conflict(_) => {
                     Err(CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry")))
@@ -102,6 +103,7 @@ impl Catalog {
             etag: etag(metadata_location, SnapshotMode::All),
             metadata_json: self.remember(metadata_location, metadata_json),
             warehouse,
+            access: AccessLevel::ReadWrite,
         })
     }
 }

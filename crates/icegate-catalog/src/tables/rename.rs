@@ -23,7 +23,7 @@ impl Catalog {
         from: TableIdent,
         to: TableIdent,
     ) -> Result<()> {
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let (warehouse, _) = self.warehouse_with(ctx, prefix, Privilege::Describe).await?;
         let source = Target::Tabular {
             warehouse_id: warehouse.id.clone(),
             namespace: from.namespace.clone(),
@@ -40,7 +40,7 @@ impl Catalog {
             ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(&to.namespace)).await?;
         if from.namespace != to.namespace {
             ctx.require(&source, Privilege::Read, missing).await?;
-            if let (Some(held), Some(conferred)) = (held, conferred) {
+            if let (Some(held), Some(conferred)) = (held.holdings(), conferred.holdings()) {
                 let mut widened: Vec<Privilege> = conferred
                     .direct
                     .iter()
@@ -58,6 +58,9 @@ impl Catalog {
         }
         self.store()
             .rename_tabular(&ctx.write(), &warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name))
-            .await
+            .await?;
+        // Grants follow objects, and decisions are cached by name.
+        ctx.access_changed();
+        Ok(())
     }
 }

@@ -5,9 +5,12 @@
 use std::collections::BTreeMap;
 
 use super::{SnapshotMode, TableResult};
+use crate::access::Privilege;
+use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
 use crate::storage::{AccessLevel, Delegation, SignRequest, SignResult, TableAccessRequest, TableStorageAccess};
+use crate::store::TabularKind;
 
 /// Everything but RFC 3986's unreserved characters.
 const SEGMENT: &percent_encoding::AsciiSet =
@@ -25,7 +28,6 @@ pub struct StorageRequest<'a> {
     pub prefix: &'a str,
     pub namespace: &'a str,
     pub table: &'a str,
-    pub access: AccessLevel,
     /// What the client asked for (`X-Iceberg-Access-Delegation`).
     pub delegation: Delegation,
     /// The `Host` the client reached the catalog at: the base of the refresh endpoint unless
@@ -49,8 +51,9 @@ impl Catalog {
         }
     }
 
-    /// Client configuration and vended credentials for a loaded (or created) table, as its
-    /// warehouse's profile says; nothing for warehouses without object storage.
+    /// Client configuration and vended credentials for a loaded (or created) table, at the
+    /// level the service decided for the caller (`result.access`), as its warehouse's profile
+    /// says; nothing for warehouses without object storage.
     pub async fn storage_access(
         &self,
         result: &TableResult,
@@ -66,7 +69,7 @@ impl Catalog {
         let access = TableAccessRequest {
             warehouse: &result.warehouse,
             locations: &locations,
-            access: request.access,
+            access: result.access,
             delegation: request.delegation,
             table_path: &table_path,
             base_url: &base_url,
@@ -78,28 +81,77 @@ impl Catalog {
     /// header says (asking for credentials is asking for them).
     pub async fn table_credentials(
         &self,
+        ctx: &RequestContext,
         request: &StorageRequest<'_>,
     ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
-        let result = self.load_table(request.prefix, request.namespace, request.table, SnapshotMode::All).await?;
+        let result = self.load_table(ctx, request.prefix, request.namespace, request.table, SnapshotMode::All).await?;
         let request =
             StorageRequest { delegation: Delegation { vended_credentials: true, ..Delegation::default() }, ..*request };
         Ok(self.storage_access(&result, &request).await?.credentials)
     }
 
     /// signRequest: signs one request to object storage if it stays inside the table's
-    /// locations and within the caller's `access` level.
+    /// locations and within what the caller's privileges give (`read`: reads only).
     pub async fn sign_table_request(
         &self,
+        ctx: &RequestContext,
         (prefix, namespace, table): (&str, &str, &str),
-        access: AccessLevel,
         sign: SignRequest,
     ) -> Result<SignResult> {
+        let result = self.load_table(ctx, prefix, namespace, table, SnapshotMode::All).await?;
         let vendor = self
             .vendor()
             .ok_or_else(|| CatalogError::bad_request("this server does not serve object storage"))?
             .clone();
-        let result = self.load_table(prefix, namespace, table, SnapshotMode::All).await?;
         let locations = self.table_locations(&result).await?;
-        vendor.sign(&result.warehouse, &locations, access, sign).await
+        vendor.sign(&result.warehouse, &locations, result.access, sign).await
+    }
+
+    /// The storage access to hand out again with a replayed createTable or registerTable answer
+    /// (an `Idempotency-Key` retry): `None` when the table is gone or another one has its name
+    /// now (`table_uuid` is the one the first answer was about), else the table with the level
+    /// decided as for a load, by what the caller holds now: read-write with `write`, read with
+    /// `read`. The creator of a table (which may hold only `create`) is answered read-write as it
+    /// first was only while the table is exactly what it created (`unchanged`: same metadata
+    /// file, so the same locations) and it replaced nothing (`overwrite`); `access` is `None`
+    /// when the caller holds neither.
+    pub async fn replayed_table(
+        &self,
+        ctx: &RequestContext,
+        request: &StorageRequest<'_>,
+        table_uuid: &str,
+        first_metadata_location: &str,
+        overwrite: bool,
+    ) -> Result<Option<(TableResult, Option<AccessLevel>)>> {
+        let table = super::TableIdent::parse(request.namespace, request.table)?;
+        let warehouse = self.warehouse_for_prefix(request.prefix).await?;
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
+        let result = match self.current_table(warehouse, &table, SnapshotMode::All).await {
+            Ok(result) => result,
+            Err(CatalogError::NotFound { .. }) => return Ok(None),
+            Err(other) => return Err(other),
+        };
+        #[derive(serde::Deserialize)]
+        struct Uuid {
+            #[serde(rename = "table-uuid")]
+            table_uuid: String,
+        }
+        let current: Uuid = serde_json::from_str(&result.metadata_json)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata lacks a table-uuid: {e}")))?;
+        if current.table_uuid != table_uuid {
+            return Ok(None); // dropped and made anew since: not the table the first answer was about
+        }
+        let unchanged = result.metadata_location.as_deref() == Some(first_metadata_location);
+        let level = match ctx.holds(&target, Privilege::Describe).await? {
+            None => None,
+            Some(allowed) => match allowed.holdings() {
+                None => Some(AccessLevel::ReadWrite),
+                Some(held) if held.has(Privilege::Write) || (unchanged && !overwrite) => Some(AccessLevel::ReadWrite),
+                Some(held) if held.has(Privilege::Read) => Some(AccessLevel::Read),
+                Some(_) => None,
+            },
+        };
+        Ok(Some((result, level)))
     }
 }

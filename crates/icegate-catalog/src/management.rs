@@ -1,0 +1,290 @@
+//! The access-management service: principals, roles, memberships and grants, and `whoami`.
+//!
+//! Principals, roles and memberships are for server admins. A grant or revoke needs
+//! `manage_grants` on the securable and the privilege itself there (a grantor hands on only
+//! what it holds, for no longer than it holds it). Every change drops cached decisions at once.
+
+use std::sync::Arc;
+
+use crate::access::{
+    AccessStore, Caller, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
+};
+use crate::auth::{hash_secret, new_client_id, random_secret};
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::ident::validate_name;
+use crate::service::Catalog;
+use crate::store::TabularKind;
+
+/// A principal's new credentials, shown once.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub principal: PrincipalRecord,
+    pub client_secret: String,
+}
+
+/// What `whoami` says about the caller.
+#[derive(Debug, Clone)]
+pub struct WhoAmI {
+    /// `None` when authentication is off.
+    pub principal: Option<String>,
+    pub roles: Vec<String>,
+    pub server_privileges: Vec<Privilege>,
+}
+
+#[derive(Clone)]
+pub struct AccessAdmin {
+    access: Arc<dyn AccessStore>,
+    catalog: Catalog,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn no_such(what: &str, name: &str) -> CatalogError {
+    CatalogError::NotFound {
+        kind: crate::error::ObjectKind::AccessControl,
+        message: format!("{what} does not exist: {name}"),
+    }
+}
+
+/// What a securable the caller may not see is answered with.
+fn missing(securable: &SecurableRef) -> CatalogError {
+    let namespace = securable.namespace.as_ref().map(ToString::to_string).unwrap_or_default();
+    let name = securable.name.clone().unwrap_or_default();
+    match securable.kind {
+        SecurableType::Server => CatalogError::Forbidden("requires manage_grants on the server".into()),
+        SecurableType::Warehouse => CatalogError::no_such_warehouse(securable.warehouse.as_deref().unwrap_or("")),
+        SecurableType::Namespace => CatalogError::no_such_namespace(namespace),
+        SecurableType::Table => CatalogError::no_such_table(format!("{namespace}.{name}")),
+        SecurableType::View => CatalogError::no_such_view(format!("{namespace}.{name}")),
+    }
+}
+
+impl AccessAdmin {
+    pub fn new(access: Arc<dyn AccessStore>, catalog: Catalog) -> Self {
+        Self { access, catalog }
+    }
+
+    async fn require_server_admin(&self, ctx: &RequestContext) -> Result<()> {
+        ctx.require(&Target::Server, Privilege::Admin, || {
+            CatalogError::Forbidden("requires admin on the server".into())
+        })
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn create_principal(&self, ctx: &RequestContext, name: &str) -> Result<Credentials> {
+        self.require_server_admin(ctx).await?;
+        validate_name("principal", name)?;
+        let (client_id, client_secret) = (new_client_id(), random_secret());
+        let principal = self.access.create_principal(name, &client_id, &hash_secret(&client_secret)?).await?;
+        Ok(Credentials { principal, client_secret })
+    }
+
+    pub async fn list_principals(&self, ctx: &RequestContext) -> Result<Vec<PrincipalRecord>> {
+        self.require_server_admin(ctx).await?;
+        self.access.list_principals().await
+    }
+
+    pub async fn get_principal(&self, ctx: &RequestContext, name: &str) -> Result<PrincipalRecord> {
+        self.require_server_admin(ctx).await?;
+        self.access.principal_by_name(name).await?.ok_or_else(|| no_such("Principal", name))
+    }
+
+    pub async fn delete_principal(&self, ctx: &RequestContext, name: &str) -> Result<()> {
+        self.require_server_admin(ctx).await?;
+        self.access.delete_principal(name).await?;
+        ctx.access_changed();
+        Ok(())
+    }
+
+    pub async fn rotate_secret(&self, ctx: &RequestContext, name: &str) -> Result<Credentials> {
+        self.require_server_admin(ctx).await?;
+        let client_secret = random_secret();
+        let principal = self.access.set_principal_secret(name, &hash_secret(&client_secret)?).await?;
+        ctx.access_changed();
+        Ok(Credentials { principal, client_secret })
+    }
+
+    /// A role with its members' names.
+    async fn with_members(&self, role: RoleRecord) -> Result<(RoleRecord, Vec<String>)> {
+        let members = self.access.role_members(&role.name).await?;
+        Ok((role, members))
+    }
+
+    pub async fn create_role(&self, ctx: &RequestContext, name: &str) -> Result<(RoleRecord, Vec<String>)> {
+        self.require_server_admin(ctx).await?;
+        validate_name("role", name)?;
+        let role = self.access.create_role(name).await?;
+        ctx.access_changed();
+        self.with_members(role).await
+    }
+
+    pub async fn list_roles(&self, ctx: &RequestContext) -> Result<Vec<(RoleRecord, Vec<String>)>> {
+        self.require_server_admin(ctx).await?;
+        let mut roles = Vec::new();
+        for role in self.access.list_roles().await? {
+            roles.push(self.with_members(role).await?);
+        }
+        Ok(roles)
+    }
+
+    pub async fn get_role(&self, ctx: &RequestContext, name: &str) -> Result<(RoleRecord, Vec<String>)> {
+        self.require_server_admin(ctx).await?;
+        let role = self.access.role_by_name(name).await?.ok_or_else(|| no_such("Role", name))?;
+        self.with_members(role).await
+    }
+
+    pub async fn delete_role(&self, ctx: &RequestContext, name: &str) -> Result<()> {
+        self.require_server_admin(ctx).await?;
+        self.access.delete_role(name).await?;
+        ctx.access_changed();
+        Ok(())
+    }
+
+    pub async fn add_member(&self, ctx: &RequestContext, role: &str, principal: &str) -> Result<()> {
+        self.require_server_admin(ctx).await?;
+        self.access.add_role_member(role, principal).await?;
+        ctx.access_changed();
+        Ok(())
+    }
+
+    pub async fn remove_member(&self, ctx: &RequestContext, role: &str, principal: &str) -> Result<()> {
+        self.require_server_admin(ctx).await?;
+        self.access.remove_role_member(role, principal).await?;
+        ctx.access_changed();
+        Ok(())
+    }
+
+    /// The target a securable names, for deciding on it (a warehouse that does not exist is
+    /// answered as one the caller may not see).
+    async fn securable_target(&self, securable: &SecurableRef) -> Result<Target> {
+        let Some(warehouse) = &securable.warehouse else { return Ok(Target::Server) };
+        let warehouse_id = self.catalog.warehouse_id_of(warehouse).await?.ok_or_else(|| missing(securable))?;
+        Ok(match (&securable.namespace, &securable.name) {
+            (None, _) => Target::Warehouse { warehouse_id },
+            (Some(namespace), None) => Target::Namespace { warehouse_id, namespace: namespace.clone() },
+            (Some(namespace), Some(name)) => Target::Tabular {
+                warehouse_id,
+                namespace: namespace.clone(),
+                name: name.clone(),
+                kind: if securable.kind == SecurableType::View { TabularKind::View } else { TabularKind::Table },
+            },
+        })
+    }
+
+    /// `manage_grants` on the securable and `privilege` itself there. Returns when the
+    /// grantor's own privileges there expire (`None`: never, or unrestricted).
+    async fn authorize_grant(
+        &self,
+        ctx: &RequestContext,
+        securable: &SecurableRef,
+        privilege: Privilege,
+    ) -> Result<Option<i64>> {
+        let target = self.securable_target(securable).await?;
+        let allowed = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
+        let held = allowed.holdings();
+        if let Some(held) = held
+            && !held.has(privilege)
+        {
+            return Err(CatalogError::Forbidden(format!(
+                "a grantor may grant or revoke only privileges it holds on the securable, and you do not hold {privilege} there"
+            )));
+        }
+        Ok(held.and_then(|h| h.expires_at_ms))
+    }
+
+    /// Grants `privilege` on `securable` to `role`, until `expires_at_ms` if given (and never
+    /// past the grantor's own expiry there).
+    pub async fn grant(
+        &self,
+        ctx: &RequestContext,
+        role: &str,
+        privilege: Privilege,
+        securable: &SecurableRef,
+        expires_at_ms: Option<i64>,
+    ) -> Result<GrantRecord> {
+        securable.validate()?;
+        if let Some(expires) = expires_at_ms
+            && expires <= now_ms()
+        {
+            // A grant that can never apply is a mistake (seconds given for milliseconds, say).
+            return Err(CatalogError::bad_request(format!(
+                "expires-at-ms {expires} is not in the future; it counts milliseconds since the Unix epoch"
+            )));
+        }
+        let expires_at_ms = match self.authorize_grant(ctx, securable, privilege).await? {
+            Some(limit) => Some(expires_at_ms.map_or(limit, |asked| asked.min(limit))),
+            None => expires_at_ms,
+        };
+        let record = self.access.grant(role, privilege, securable, expires_at_ms).await?;
+        ctx.access_changed();
+        Ok(record)
+    }
+
+    pub async fn revoke(
+        &self,
+        ctx: &RequestContext,
+        role: &str,
+        privilege: Privilege,
+        securable: &SecurableRef,
+    ) -> Result<()> {
+        securable.validate()?;
+        self.authorize_grant(ctx, securable, privilege).await?;
+        self.access.revoke(role, privilege, securable).await?;
+        ctx.access_changed();
+        Ok(())
+    }
+
+    /// A role's grants (server admins), or a principal's effective grants (server admins, and
+    /// the principal itself): decided on the one parameter that is then read.
+    pub async fn list_grants(
+        &self,
+        ctx: &RequestContext,
+        role: Option<&str>,
+        principal: Option<&str>,
+    ) -> Result<Vec<GrantRecord>> {
+        let need_admin = |what: &str| CatalogError::Forbidden(format!("listing {what} requires admin on the server"));
+        match (role, principal) {
+            (Some(_), Some(_)) => Err(CatalogError::bad_request("pass ?role=NAME or ?principal=NAME, not both")),
+            (Some(role), None) => {
+                if !ctx.is_server_admin().await? {
+                    return Err(need_admin("a role's grants"));
+                }
+                self.access.list_grants(Some(role), None, None).await
+            }
+            (None, Some(principal)) => {
+                let own = matches!(ctx.caller(), Caller::Principal { name, .. } if name == principal);
+                if !own && !ctx.is_server_admin().await? {
+                    return Err(need_admin("another principal's grants"));
+                }
+                let record =
+                    self.access.principal_by_name(principal).await?.ok_or_else(|| no_such("Principal", principal))?;
+                self.access.list_grants(None, Some(&record.id), Some(now_ms())).await
+            }
+            (None, None) => Err(CatalogError::bad_request("pass ?role=NAME or ?principal=NAME")),
+        }
+    }
+
+    /// Who can do what on a securable: for those who manage its grants.
+    pub async fn grants_on(&self, ctx: &RequestContext, securable: &SecurableRef) -> Result<Vec<GrantRecord>> {
+        securable.validate()?;
+        let target = self.securable_target(securable).await?;
+        ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
+        self.access.grants_on(securable, now_ms()).await
+    }
+
+    /// The caller, its roles and what it holds on the server (any authenticated caller).
+    pub async fn whoami(&self, ctx: &RequestContext) -> Result<WhoAmI> {
+        let Caller::Principal { id, name } = ctx.caller() else {
+            return Ok(WhoAmI { principal: None, roles: Vec::new(), server_privileges: Privilege::ALL.to_vec() });
+        };
+        let roles = self.access.principal_roles(id).await?;
+        let holdings = self.access.holdings(id, &Target::Server, now_ms()).await?;
+        let mut server_privileges: Vec<Privilege> = holdings.direct.into_iter().collect();
+        server_privileges.sort();
+        Ok(WhoAmI { principal: Some(name.clone()), roles, server_privileges })
+    }
+}
