@@ -57,7 +57,7 @@ impl Security {
 /// and puts the request's context on it. After the response, the context's decisions are
 /// logged (target `icegate::authz`: refusals at info, the rest at debug).
 pub async fn guard(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let Some(route) = request.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()) else {
+    let Some(route) = request.extensions().get::<MatchedPath>().cloned() else {
         return next.run(request).await; // unknown route: the fallback answers 404
     };
     if PUBLIC_ROUTES.contains(&route.as_str()) {
@@ -65,20 +65,22 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     }
     let method = request.method().clone();
     // axum answers HEAD with the GET handler where no HEAD handler exists.
-    let served = |m: &Method| state.operations.contains(&(m.to_string(), route.clone()));
-    if !(served(&method) || (method == Method::HEAD && served(&Method::GET))) {
+    let served = state
+        .operations
+        .get(route.as_str())
+        .is_some_and(|methods| methods.contains(&method) || (method == Method::HEAD && methods.contains(&Method::GET)));
+    if !served {
         return next.run(request).await; // a method the route does not serve: the router answers 405
     }
-    let authorization =
-        request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let ctx = match authenticate(&state.security, authorization.as_deref()).await {
+    let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let ctx = match authenticate(&state.security, authorization).await {
         Ok(caller) => RequestContext::new(caller, state.security.authorizer.clone())
             .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok())),
         Err(err) => return ApiError::from(err).into_response(),
     };
     request.extensions_mut().insert(ctx.clone());
     let response = next.run(request).await;
-    log_decisions(&ctx, &method, &route, &response);
+    log_decisions(&ctx, &method, route.as_str(), &response);
     response
 }
 
@@ -97,22 +99,20 @@ async fn authenticate(security: &Security, authorization: Option<&str>) -> Resul
 /// without any decision would be an operation that forgot to authorize: logged as an error.
 fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &Response) {
     let Caller::Principal { id, .. } = ctx.caller() else { return };
-    let decisions = ctx.decisions();
     let status = response.status().as_u16();
-    if decisions.is_empty() {
-        if response.status().is_success() && !UNDECIDED_ROUTES.contains(&route) {
-            tracing::error!(target: "icegate::authz", principal = %id, %method, route, status,
-                "a request succeeded without an authorization decision");
+    ctx.with_decisions(|decisions| {
+        let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        if decisions.is_empty() {
+            if response.status().is_success() && !UNDECIDED_ROUTES.contains(&route) {
+                tracing::error!(target: "icegate::authz", principal = %id, %method, route, status,
+                    "a request succeeded without an authorization decision");
+            }
+        } else if decisions.iter().any(|d| !d.outcome.allowed()) {
+            tracing::info!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
+        } else if tracing::enabled!(target: "icegate::authz", tracing::Level::DEBUG) {
+            tracing::debug!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
         }
-        return;
-    }
-    let refused = decisions.iter().any(|d| !d.outcome.allowed());
-    let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
-    if refused {
-        tracing::info!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
-    } else if tracing::enabled!(target: "icegate::authz", tracing::Level::DEBUG) {
-        tracing::debug!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
-    }
+    });
 }
 
 /// Authenticated routes that any caller may use and that decide nothing: `whoami`, and the
@@ -167,7 +167,7 @@ mod tests {
             request_timeout: std::time::Duration::from_secs(10),
             max_body_bytes: 1 << 20,
             security,
-            operations: Arc::new(documents.operations()),
+            operations: Arc::new(crate::methods_by_route(&documents)),
         }));
         let router = router.with_state(state).layer(axum::middleware::from_fn(crate::error::iceberg_error_bodies));
         let mut checked = 0;

@@ -248,6 +248,14 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     if status.is_server_error() || !(status.is_success() || status.is_client_error()) {
         return response;
     }
+    // A refusal is about who asks, not about the request: it is not kept (a retry once the
+    // caller holds the privilege runs), and a caller may not fill the key table with requests
+    // it was not allowed to make. Nor is a failure decided before any service ran (a malformed
+    // body): a retry fails the same way.
+    let authorized = ctx.with_decisions(|d| !d.is_empty() && d.iter().all(|d| d.outcome.allowed()));
+    if !status.is_success() && !authorized {
+        return response;
+    }
     // Finalise: keep the body (without credentials) to replay it.
     let (response_parts, body) = response.into_parts();
     let bytes = match axum::body::to_bytes(body, usize::MAX).await {

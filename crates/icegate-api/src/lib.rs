@@ -60,9 +60,9 @@ pub struct AppStateInner {
     pub security: authz::Security,
     /// Principals, roles, memberships and grants.
     pub access: icegate_catalog::management::AccessAdmin,
-    /// Every documented `(METHOD, route)`: a method a route does not serve is answered 405
+    /// The methods of every documented route: a method a route does not serve is answered 405
     /// without authenticating.
-    pub operations: Arc<std::collections::HashSet<(String, String)>>,
+    pub operations: Arc<std::collections::HashMap<String, Vec<axum::http::Method>>>,
 }
 
 /// Limits applied to every request.
@@ -99,7 +99,7 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         request_timeout: options.request_timeout,
         max_body_bytes: options.max_body_bytes,
         security,
-        operations: Arc::new(documents.operations()),
+        operations: Arc::new(methods_by_route(&documents)),
     }));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()
@@ -129,6 +129,17 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn_with_state(options.max_header_bytes, limit_headers))
         .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
+}
+
+/// The documented operations, by route.
+fn methods_by_route(documents: &openapi::Documents) -> std::collections::HashMap<String, Vec<axum::http::Method>> {
+    let mut routes: std::collections::HashMap<String, Vec<axum::http::Method>> = std::collections::HashMap::new();
+    for (method, route) in documents.operations() {
+        if let Ok(method) = method.parse() {
+            routes.entry(route).or_default().push(method);
+        }
+    }
+    routes
 }
 
 /// The bound on requests in flight (`None`: unbounded).

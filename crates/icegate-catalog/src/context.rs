@@ -170,7 +170,15 @@ impl RequestContext {
 
     /// The decisions taken so far, in order.
     pub fn decisions(&self) -> Vec<Decision> {
-        self.decisions.lock().map(|d| d.clone()).unwrap_or_default()
+        self.with_decisions(<[Decision]>::to_vec)
+    }
+
+    /// Looks at the decisions taken so far without copying them.
+    pub fn with_decisions<R>(&self, f: impl FnOnce(&[Decision]) -> R) -> R {
+        match self.decisions.lock() {
+            Ok(decisions) => f(&decisions),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
     }
 
     fn record(&self, target: &Target, privilege: Privilege, outcome: Outcome) {
