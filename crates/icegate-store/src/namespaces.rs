@@ -32,7 +32,7 @@ where
 
 /// Inserts or replaces properties of one namespace, a few hundred per statement.
 async fn upsert_properties(
-    tx: &mut sqlx::Transaction<'static, Any>,
+    tx: &mut crate::WriteTx,
     namespace_id: &str,
     properties: &Properties,
 ) -> Result<(), CatalogError> {

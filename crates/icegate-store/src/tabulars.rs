@@ -9,7 +9,7 @@ use icegate_catalog::store::{
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
-use sqlx::{Any, AssertSqlSafe, FromRow, Row, Transaction};
+use sqlx::{Any, AssertSqlSafe, FromRow, Row};
 
 use crate::namespaces::id_of;
 use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, now_ms, taken_or_failed};
@@ -53,7 +53,7 @@ fn already_exists(namespace: &NamespaceIdent, name: &str) -> CatalogError {
 /// transaction already holds the database's write lock (BEGIN IMMEDIATE).
 pub(crate) async fn lock_warehouse(
     store: &SqlStore,
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut crate::WriteTx,
     warehouse_id: &str,
 ) -> Result<(), CatalogError> {
     if store.backend == Backend::Postgres {
@@ -223,7 +223,7 @@ pub(crate) async fn storage_root(
 /// table exists. Its current snapshot may still have files there, and no other table may be
 /// handed credentials for them.
 async fn record_locations(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut crate::WriteTx,
     warehouse_id: &str,
     tabular_id: &str,
     locations: &[String],

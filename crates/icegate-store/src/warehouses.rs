@@ -100,7 +100,7 @@ async fn check_root_free(
 /// Serialises warehouse creation, so two concurrent creates cannot both pass the root check.
 /// PostgreSQL: a transaction-scoped advisory lock (released at commit or rollback). SQLite: the
 /// transaction already holds the database's write lock (BEGIN IMMEDIATE).
-async fn lock_roots(store: &SqlStore, tx: &mut sqlx::Transaction<'static, sqlx::Any>) -> Result<(), CatalogError> {
+async fn lock_roots(store: &SqlStore, tx: &mut crate::WriteTx) -> Result<(), CatalogError> {
     if store.backend == crate::Backend::Postgres {
         sqlx::query("SELECT pg_advisory_xact_lock(7598805577148362612)").execute(&mut **tx).await.map_err(db_error)?;
     }
