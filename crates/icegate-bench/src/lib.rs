@@ -449,27 +449,51 @@ pub fn working_set(tables: Vec<String>, size: usize) -> Vec<String> {
     tables.into_iter().step_by(step).take(size).collect()
 }
 
-/// `load-table`: loadTable only, optionally asking for vended credentials, over `working_set`
-/// tables (0: every table).
+/// How a load-table workload asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadKind {
+    /// `load-table`: the whole document.
+    Plain,
+    /// `load-table-vended`: with vended credentials.
+    Vended,
+    /// `load-table-gzip`: with `Accept-Encoding: gzip` (as PyIceberg and the Java client ask).
+    Gzip,
+    /// `load-table-refs`: `?snapshots=refs`.
+    Refs,
+}
+
+/// `load-table` and its variants: loadTable only, over `working_set` tables (0: every table).
 pub async fn load_table(
     target: &Target,
     tree: &Tree,
     connections: usize,
     duration: Duration,
-    vended: bool,
+    kind: LoadKind,
     working_set: usize,
 ) -> Report {
     let tables = Arc::new(self::working_set(tree.tables(), working_set));
     let target = target.clone();
-    let name = if vended { "load-table-vended" } else { "load-table" };
+    let vended = kind == LoadKind::Vended;
+    let name = match kind {
+        LoadKind::Plain => "load-table",
+        LoadKind::Vended => "load-table-vended",
+        LoadKind::Gzip => "load-table-gzip",
+        LoadKind::Refs => "load-table-refs",
+    };
     run(name, connections, duration, move |worker, n| {
         let (target, tables) = (target.clone(), tables.clone());
         async move {
             // Spread over the working set: with a large one each worker visits all of it.
             let path = &tables[(worker * 7919 + n * 104_729) % tables.len()];
-            let mut request = target.http.get(target.url(path));
+            let url =
+                if kind == LoadKind::Refs { format!("{}?snapshots=refs", target.url(path)) } else { target.url(path) };
+            let mut request = target.http.get(url);
             if let Some(token) = &target.token {
                 request = request.bearer_auth(token);
+            }
+            if kind == LoadKind::Gzip {
+                // The body is read as it comes (compressed): the server's cost is measured.
+                request = request.header("Accept-Encoding", "gzip");
             }
             if vended {
                 request = request.header("X-Iceberg-Access-Delegation", "vended-credentials");

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use icegate_bench::{
-    MixedLoad, Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown, median,
-    mixed, read,
+    LoadKind, MixedLoad, Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown,
+    median, mixed, read,
 };
 
 #[derive(Parser)]
@@ -19,7 +19,8 @@ struct Args {
     /// `client_id:client_secret`, when the catalog requires authentication.
     #[arg(long)]
     credential: Option<String>,
-    /// Workloads to run, in order: create-tree, read, load-table, load-table-vended, list-tables,
+    /// Workloads to run, in order: create-tree, read, load-table, load-table-vended,
+    /// load-table-gzip, load-table-refs, list-tables,
     /// commit, commit-hot, mixed, http-floor.
     #[arg(long, value_delimiter = ',', default_value = "create-tree,http-floor,read,load-table,commit,commit-hot")]
     workloads: Vec<String>,
@@ -96,11 +97,14 @@ async fn main() -> anyhow::Result<()> {
             for _ in 0..args.repeat.max(1) {
                 runs.push(match workload.as_str() {
                     "read" => read(&target, &tree, args.connections, duration).await,
-                    "load-table" => {
-                        load_table(&target, &tree, args.connections, duration, false, args.working_set).await
-                    }
-                    "load-table-vended" => {
-                        load_table(&target, &tree, args.connections, duration, true, args.working_set).await
+                    "load-table" | "load-table-vended" | "load-table-gzip" | "load-table-refs" => {
+                        let kind = match workload.as_str() {
+                            "load-table-vended" => LoadKind::Vended,
+                            "load-table-gzip" => LoadKind::Gzip,
+                            "load-table-refs" => LoadKind::Refs,
+                            _ => LoadKind::Plain,
+                        };
+                        load_table(&target, &tree, args.connections, duration, kind, args.working_set).await
                     }
                     "list-tables" => list_tables(&target, &tree, args.connections, duration).await,
                     "commit" => {

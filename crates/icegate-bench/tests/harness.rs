@@ -2,6 +2,7 @@
 //! correctness check (no lost commits) holds. Speed is not asserted here: that is what the
 //! harness is for (see docs/benchmarks.md).
 
+use icegate_bench::LoadKind;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,7 +66,9 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     assert_eq!(loaded["metadata"]["current-snapshot-id"], 1_000_002);
     reports.push(icegate_bench::http_floor(&target, 4, second).await);
     reports.push(icegate_bench::read(&target, &tree, 4, second).await);
-    reports.push(icegate_bench::load_table(&target, &tree, 4, second, false, 0).await);
+    for kind in [LoadKind::Plain, LoadKind::Gzip, LoadKind::Refs] {
+        reports.push(icegate_bench::load_table(&target, &tree, 4, second, kind, 0).await);
+    }
     reports.push(icegate_bench::list_tables(&target, &tree, 4, second).await);
     // Tables keep 5 snapshots: the 3 of create-tree, then each append beyond 5 removes the oldest.
     let commit = icegate_bench::commit(&target, &tree, 4, second, 5).await.unwrap();

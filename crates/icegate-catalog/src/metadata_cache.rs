@@ -33,8 +33,44 @@ impl quick_cache::Weighter<String, Cached> for ByLength {
     }
 }
 
+/// A form derived from one metadata file's document, made once per file and kept beside it.
+#[derive(Clone)]
+pub enum Derived {
+    /// The document with only the snapshots its refs reference (`snapshots=refs`).
+    RefsOnly(Arc<str>),
+    /// The document as one gzip member (a response to `Accept-Encoding: gzip`).
+    Gzip(Arc<[u8]>),
+}
+
+impl Derived {
+    fn len(&self) -> usize {
+        match self {
+            Self::RefsOnly(text) => text.len(),
+            Self::Gzip(bytes) => bytes.len(),
+        }
+    }
+}
+
+/// Which form: the key of a derived entry beside its file's location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Form {
+    RefsOnly,
+    Gzip,
+}
+
+#[derive(Clone)]
+struct DerivedByLength;
+
+impl quick_cache::Weighter<(Form, String), Derived> for DerivedByLength {
+    fn weight(&self, key: &(Form, String), value: &Derived) -> u64 {
+        (key.1.len() + value.len() + 64) as u64
+    }
+}
+
 pub struct MetadataCache {
     entries: Option<quick_cache::sync::Cache<String, Cached, ByLength>>,
+    /// Derived forms, bounded by a quarter of the capacity (on top of it).
+    derived: Option<quick_cache::sync::Cache<(Form, String), Derived, DerivedByLength>>,
     capacity_bytes: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -57,8 +93,13 @@ impl MetadataCache {
             let estimated_items = (capacity_bytes / 8192).clamp(16, 1 << 20) as usize;
             quick_cache::sync::Cache::with_weighter(estimated_items, capacity_bytes, ByLength)
         });
+        let derived = (capacity_bytes > 0).then(|| {
+            let estimated_items = (capacity_bytes / 4 / 8192).clamp(16, 1 << 18) as usize;
+            quick_cache::sync::Cache::with_weighter(estimated_items, capacity_bytes / 4, DerivedByLength)
+        });
         Self {
             entries,
+            derived,
             capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -122,6 +163,32 @@ impl MetadataCache {
         if let Some(entries) = &self.entries {
             entries.remove(metadata_location);
         }
+        if let Some(derived) = &self.derived {
+            // Compressed forms are keyed by representation too; they age out like any entry.
+            derived.remove(&(Form::RefsOnly, metadata_location.to_owned()));
+        }
+    }
+
+    /// `form` of the document of `metadata_location`: from memory when made before, else made
+    /// by `make` (once per file while it stays cached; a file's document never changes, so
+    /// neither does anything derived from it). Forms larger than an eighth of their part of the
+    /// cache are made every time.
+    fn derived<E>(
+        &self,
+        form: Form,
+        metadata_location: &str,
+        make: impl FnOnce() -> Result<Derived, E>,
+    ) -> Result<Derived, E> {
+        let Some(derived) = &self.derived else { return make() };
+        let key = (form, metadata_location.to_owned());
+        if let Some(found) = derived.get(&key) {
+            return Ok(found);
+        }
+        let made = make()?;
+        if (made.len() as u64) <= self.capacity_bytes / 4 / 8 {
+            derived.insert(key, made.clone());
+        }
+        Ok(made)
     }
 
     /// While the cache mostly misses, whether to keep this document anyway: one in 16, so that
@@ -131,9 +198,30 @@ impl MetadataCache {
         self.admissions.fetch_add(1, Ordering::Relaxed).is_multiple_of(16)
     }
 
-    /// Documents held and their total weight in bytes.
+    /// The document with only the snapshots its refs reference, made by `make` once per file.
+    pub fn refs_only<E>(&self, metadata_location: &str, make: impl Fn() -> Result<String, E>) -> Result<Arc<str>, E> {
+        match self.derived(Form::RefsOnly, metadata_location, || make().map(|refs| Derived::RefsOnly(refs.into())))? {
+            Derived::RefsOnly(refs) => Ok(refs),
+            // Entries are keyed by their form: not reached, but answered correctly all the same.
+            Derived::Gzip(_) => make().map(Into::into),
+        }
+    }
+
+    /// The document as a gzip member, made by `make` once per file.
+    pub fn gzip(&self, metadata_location: &str, make: impl Fn() -> Vec<u8>) -> Arc<[u8]> {
+        match self
+            .derived(Form::Gzip, metadata_location, || Ok::<_, std::convert::Infallible>(Derived::Gzip(make().into())))
+        {
+            Ok(Derived::Gzip(bytes)) => bytes,
+            _ => make().into(),
+        }
+    }
+
+    /// Documents held and their total weight in bytes (derived forms included).
     pub fn usage(&self) -> (u64, u64) {
-        self.entries.as_ref().map_or((0, 0), |entries| (entries.len() as u64, entries.weight()))
+        let (documents, weight) =
+            self.entries.as_ref().map_or((0, 0), |entries| (entries.len() as u64, entries.weight()));
+        (documents, weight + self.derived.as_ref().map_or(0, |derived| derived.weight()))
     }
 
     /// Lookups answered from memory, and lookups that went to the database.

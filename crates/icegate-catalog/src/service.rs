@@ -297,15 +297,17 @@ impl Catalog {
     /// The warehouses the caller may see: all of them with `describe` on the server, else those
     /// it holds something on or in.
     pub async fn list_warehouses(&self, ctx: &RequestContext) -> Result<Vec<WarehouseView>> {
+        // All of them only for a privilege held on the server itself: holding something inside
+        // one warehouse (`describe` on the server by inheritance) shows that warehouse alone.
         let visible_to = match ctx.holds(&Target::Server, Privilege::Describe).await? {
-            Some(_) => None,
+            Some(allowed) => allowed.visible_to().map(str::to_owned),
             None => match ctx.caller() {
-                Caller::Principal { id, .. } => Some(id.as_str()),
+                Caller::Principal { id, .. } => Some(id.clone()),
                 Caller::Unrestricted => None,
             },
         };
         let mut views = Vec::new();
-        for warehouse in self.store.list_warehouses(visible_to).await? {
+        for warehouse in self.store.list_warehouses(visible_to.as_deref()).await? {
             views.push(self.view_of(ctx, warehouse).await?);
         }
         Ok(views)

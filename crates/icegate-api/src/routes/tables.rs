@@ -41,7 +41,40 @@ fn credentials_list(credentials: Vec<(String, BTreeMap<String, String>)>) -> Vec
     credentials.into_iter().map(|(prefix, config)| StorageCredential { prefix, config }).collect()
 }
 
-fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Response, ApiError> {
+/// Documents smaller than this go out uncompressed: a few kilobytes gain little.
+const GZIP_FROM_BYTES: usize = 8 * 1024;
+
+/// Whether the client takes a gzip body (`Accept-Encoding: gzip`, unless with `q=0`).
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
+        |coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                p.replace(' ', "").strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        },
+    )
+}
+
+fn load_result(
+    state: &AppState,
+    result: TableResult,
+    storage: TableStorageAccess,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    // The compressed document is made once per metadata file (and form: `snapshots=refs` is
+    // another document), never per request.
+    let gzip = match &result.metadata_location {
+        Some(location) if result.metadata_json.len() >= GZIP_FROM_BYTES && accepts_gzip(headers) => {
+            // Keyed by the entity tag: one per metadata file and representation.
+            let key = format!("{location}|{}", result.etag);
+            let document = result.metadata_json.clone();
+            Some(state.catalog.metadata_cache().gzip(&key, || crate::table_models::gzip_member(document.as_bytes())))
+        }
+        _ => None,
+    };
     let etag = HeaderValue::from_str(&result.etag).ok();
     let TableStorageAccess { config, credentials } = storage;
     let fields = LoadTableFields {
@@ -49,7 +82,7 @@ fn load_result(result: TableResult, storage: TableStorageAccess) -> Result<Respo
         config,
         storage_credentials: credentials_list(credentials),
     };
-    let mut response = WithMetadata { metadata: result.metadata_json, fields }.into_response();
+    let mut response = WithMetadata { metadata: result.metadata_json, fields, gzip }.into_response();
     if let Some(etag) = etag {
         response.headers_mut().insert(header::ETAG, etag);
     }
@@ -65,7 +98,7 @@ async fn table_response(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let storage = state.catalog.storage_access(&result, &storage_request(table, headers)).await?;
-    load_result(result, storage)
+    load_result(state, result, storage, headers)
 }
 
 fn identifier(table: TableIdent) -> TableIdentifier {
@@ -230,7 +263,7 @@ pub async fn update_table(
     let change = TableChange { table, requirements: request.requirements, updates: request.updates };
     let result = state.catalog.commit_table(&ctx, &prefix, change).await?;
     let fields = CommitTableFields { metadata_location: result.metadata_location.unwrap_or_default() };
-    Ok(WithMetadata { metadata: result.metadata_json, fields })
+    Ok(WithMetadata { metadata: result.metadata_json, fields, gzip: None })
 }
 
 /// Drop a table from the catalog

@@ -687,7 +687,68 @@ async fn metrics_reports_are_validated_and_counted(app: TestApp) {
     assert!(metrics.contains(r#"icegate_table_metrics_reports_total{report_type="commit-report"} 1"#), "{metrics}");
 }
 
+/// GET a table's URL with `Accept-Encoding`, returning the Content-Encoding and the JSON body
+/// (decompressed as a client does: a gzip stream of several members).
+async fn load_encoded(app: &TestApp, path: &str, accept: &str) -> (Option<String>, Value) {
+    let response = app.client.get(app.url(path)).header("accept-encoding", accept).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let encoding = response.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+    let bytes = response.bytes().await.unwrap();
+    let text = if encoding.as_deref() == Some("gzip") {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut text).unwrap();
+        text
+    } else {
+        String::from_utf8(bytes.to_vec()).unwrap()
+    };
+    (encoding, serde_json::from_str(&text).unwrap())
+}
+
+/// A big table's load is gzip-compressed for clients that ask (the document once per metadata
+/// file), decompresses to exactly the plain answer, full and `snapshots=refs` alike, and
+/// follows each commit; `q=0` and small tables go out plain.
+async fn big_tables_load_gzip_compressed_and_refs_from_memory(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    let properties: serde_json::Map<String, Value> =
+        (0..300).map(|i| (format!("property-{i:04}"), json!(format!("value {i} of a table with history")))).collect();
+    create(&app, "db", "big", json!({"properties": properties})).await;
+    create(&app, "db", "small", json!({})).await;
+    let root = app.root();
+    for i in 1..=5 {
+        let mut updates =
+            vec![json!({"action": "add-snapshot", "snapshot": {"snapshot-id": i, "timestamp-ms": now_ms() + i,
+            "sequence-number": i, "manifest-list": format!("{root}/m{i}.avro"), "summary": {"operation": "append"}}})];
+        if i % 2 == 1 {
+            updates.push(json!({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": i}));
+        }
+        assert_eq!(commit(&app, "big", json!([]), Value::Array(updates)).await.0, 200);
+        for path in ["/v1/{prefix}/namespaces/db/tables/big", "/v1/{prefix}/namespaces/db/tables/big?snapshots=refs"] {
+            let (_, plain) = app.get(path).await;
+            for _ in 0..2 {
+                let (encoding, zipped) = load_encoded(&app, path, "deflate, gzip;q=0.8, br").await;
+                assert_eq!(encoding.as_deref(), Some("gzip"), "{path}");
+                assert_eq!(zipped, plain, "{path} after commit {i}");
+            }
+            let (encoding, body) = load_encoded(&app, path, "gzip;q=0, identity").await;
+            assert_eq!((encoding, body), (None, plain));
+        }
+        let (_, refs) = app.get("/v1/{prefix}/namespaces/db/tables/big?snapshots=refs").await;
+        let ids: Vec<i64> = refs["metadata"]["snapshots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["snapshot-id"].as_i64().unwrap())
+            .collect();
+        let main = if i % 2 == 1 { i } else { i - 1 };
+        assert_eq!(ids, vec![main], "after commit {i}: only main's snapshot");
+        assert_eq!(load(&app, "big").await["metadata"]["snapshots"].as_array().unwrap().len(), i as usize);
+    }
+    let (encoding, _) = load_encoded(&app, "/v1/{prefix}/namespaces/db/tables/small", "gzip").await;
+    assert_eq!(encoding, None, "a small document goes out plain");
+}
+
 http_tests!(
+    big_tables_load_gzip_compressed_and_refs_from_memory,
     a_created_table_is_loaded_from_the_catalog_with_its_file_on_disk,
     a_create_that_fails_after_writing_its_file_removes_it,
     format_versions_one_to_three_are_honoured,

@@ -112,9 +112,9 @@ impl Catalog {
     /// now (`table_uuid` is the one the first answer was about), else the table with the level
     /// decided as for a load, by what the caller holds now: read-write with `write`, read with
     /// `read`. The creator of a table (which may hold only `create`) is answered read-write as it
-    /// first was only while the table is exactly what it created (`unchanged`: same metadata
-    /// file, so the same locations) and it replaced nothing (`overwrite`); `access` is `None`
-    /// when the caller holds neither.
+    /// first was only while it still holds `create` there, the table is exactly what it created
+    /// (`unchanged`: same metadata file, so the same locations) and it replaced nothing
+    /// (`overwrite`); `access` is `None` when the caller holds none of these.
     pub async fn replayed_table(
         &self,
         ctx: &RequestContext,
@@ -147,7 +147,12 @@ impl Catalog {
             None => None,
             Some(allowed) => match allowed.holdings() {
                 None => Some(AccessLevel::ReadWrite),
-                Some(held) if held.has(Privilege::Write) || (unchanged && !overwrite) => Some(AccessLevel::ReadWrite),
+                // The creator only while it may still create there (`create` on the namespace).
+                Some(held)
+                    if held.has(Privilege::Write) || (unchanged && !overwrite && held.has(Privilege::Create)) =>
+                {
+                    Some(AccessLevel::ReadWrite)
+                }
                 Some(held) if held.has(Privilege::Read) => Some(AccessLevel::Read),
                 Some(_) => None,
             },
