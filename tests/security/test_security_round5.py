@@ -4,10 +4,9 @@ with narrow grants (read on one table, create on one namespace, write on one tab
 admin, and a creator whose grant was revoked replaying its request. Judged by effects: status
 codes, what the catalog holds, what vended credentials and signatures can do at the store.
 
-Two tests FAIL on 35df3e8 (and on HEAD, which changes neither path); they are the findings:
-
-  FINDING 1  test_finding_a_replay_after_create_was_revoked_vends_no_write_access
-  FINDING 2  test_finding_listing_warehouses_shows_only_those_the_caller_holds_something_in
+On 35df3e8 three of these failed (the findings, fixed since): a replay after `create` was
+revoked, and one by a creator left with `read`, vended read-write credentials; listing warehouses
+showed every warehouse to any principal holding anything.
 """
 
 import json
