@@ -155,14 +155,7 @@ impl Catalog {
     }
 
     pub async fn table_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
-        let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) = self
-            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Describe)
-            .await?;
-        match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
-            Some(_) => Ok(()),
-            None => Err(CatalogError::no_such_table(&table)),
-        }
+        self.require_existing_table(ctx, (prefix, namespace, name), Privilege::Describe).await
     }
 
     /// reportMetrics: accepted from a caller that may read the table, for a table that exists.
@@ -173,10 +166,19 @@ impl Catalog {
         namespace: &str,
         name: &str,
     ) -> Result<()> {
+        self.require_existing_table(ctx, (prefix, namespace, name), Privilege::Read).await
+    }
+
+    /// That the table exists, for a caller holding `privilege` on it (one head lookup).
+    async fn require_existing_table(
+        &self,
+        ctx: &RequestContext,
+        (prefix, namespace, name): (&str, &str, &str),
+        privilege: Privilege,
+    ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) = self
-            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
-            .await?;
+        let (warehouse, _) =
+            self.tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, privilege).await?;
         match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
             Some(_) => Ok(()),
             None => Err(CatalogError::no_such_table(&table)),
