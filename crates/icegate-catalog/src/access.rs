@@ -8,6 +8,7 @@ use crate::cache::TtlCache;
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::context::Outcome;
 use crate::error::CatalogError;
 use crate::ident::NamespaceIdent;
 use crate::store::TabularKind;
@@ -142,19 +143,48 @@ pub enum Caller {
     },
 }
 
+/// Whether `holdings` allow `wanted`, and by which held privilege.
+pub fn outcome(holdings: &Holdings, wanted: Privilege) -> Outcome {
+    if holdings.has(wanted) {
+        match Privilege::ALL.into_iter().find(|p| holdings.direct.contains(p) && p.grants(wanted)) {
+            Some(by) => Outcome::Granted { by },
+            None => Outcome::Inside,
+        }
+    } else if wanted == Privilege::Describe && holdings.can_describe() {
+        Outcome::Inside
+    } else if holdings.can_describe() {
+        Outcome::Forbidden
+    } else {
+        Outcome::Hidden
+    }
+}
+
+/// An outcome as the client sees it: a refusal of what it may see is 403, of what it may not
+/// even see the answer for a missing object (`not_found`).
+pub fn answer(
+    outcome: Outcome,
+    wanted: Privilege,
+    not_found: impl FnOnce() -> CatalogError,
+) -> Result<(), CatalogError> {
+    match outcome {
+        allowed if allowed.allowed() => Ok(()),
+        Outcome::Forbidden => Err(CatalogError::Forbidden(format!("missing privilege {wanted}"))),
+        _ => Err(not_found()),
+    }
+}
+
 /// The outcome of an authorization check, as the client sees it.
 pub fn decide(
     holdings: &Holdings,
     wanted: Privilege,
     not_found: impl FnOnce() -> CatalogError,
 ) -> Result<(), CatalogError> {
-    if holdings.has(wanted) || (wanted == Privilege::Describe && holdings.can_describe()) {
-        Ok(())
-    } else if holdings.can_describe() {
-        Err(CatalogError::Forbidden(format!("missing privilege {wanted}")))
-    } else {
-        Err(not_found())
-    }
+    answer(outcome(holdings, wanted), wanted, not_found)
+}
+
+/// Milliseconds since the Unix epoch (grant expiries are kept so).
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]
@@ -373,8 +403,7 @@ impl Authorizer {
     /// What `principal` holds on `target` now (cached as described above). Services decide
     /// through [`crate::RequestContext::require`], which records the decision.
     pub async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
-        let now =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now = now_ms();
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
         let key = (principal.to_owned(), target.clone());
         // A cached answer holds for the TTL, and never past the expiry of a grant behind it.

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::access::{Authorizer, Caller, Holdings, Privilege, Target, decide};
+use crate::access::{Authorizer, Caller, Holdings, Privilege, Target, answer, outcome};
 use crate::error::{CatalogError, Result};
 use crate::idempotency::{IdempotencyScope, WriteContext};
 use crate::storage::AccessLevel;
@@ -202,16 +202,7 @@ impl RequestContext {
             }
         };
         let holdings = authorizer.holdings(id, target).await?;
-        let hidden =
-            || CatalogError::NotFound { kind: crate::error::ObjectKind::AccessControl, message: String::new() };
-        let outcome = match decide(&holdings, privilege, hidden) {
-            Ok(()) => match Privilege::ALL.into_iter().find(|p| holdings.direct.contains(p) && p.grants(privilege)) {
-                Some(by) => Outcome::Granted { by },
-                None => Outcome::Inside,
-            },
-            Err(CatalogError::Forbidden(_)) => Outcome::Forbidden,
-            Err(_) => Outcome::Hidden,
-        };
+        let outcome = outcome(&holdings, privilege);
         self.record(target, privilege, outcome);
         Ok((outcome, Allowed { principal: Some(id.clone()), holdings: Some(holdings) }))
     }
@@ -225,11 +216,9 @@ impl RequestContext {
         privilege: Privilege,
         not_found: impl FnOnce() -> CatalogError,
     ) -> Result<Allowed> {
-        match self.decide(target, privilege).await? {
-            (outcome, allowed) if outcome.allowed() => Ok(allowed),
-            (Outcome::Forbidden, _) => Err(CatalogError::Forbidden(format!("missing privilege {privilege}"))),
-            _ => Err(not_found()),
-        }
+        let (outcome, allowed) = self.decide(target, privilege).await?;
+        answer(outcome, privilege, not_found)?;
+        Ok(allowed)
     }
 
     /// Whether the caller holds `privilege` on `target`, without failing (recorded all the same).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::access::{
     AccessStore, Caller, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
+    now_ms,
 };
 use crate::auth::{hash_secret, new_client_id, random_secret};
 use crate::context::RequestContext;
@@ -36,10 +37,6 @@ pub struct WhoAmI {
 pub struct AccessAdmin {
     access: Arc<dyn AccessStore>,
     catalog: Catalog,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
 fn no_such(what: &str, name: &str) -> CatalogError {

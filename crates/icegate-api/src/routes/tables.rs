@@ -488,7 +488,7 @@ pub async fn commit_transaction(
 
 /// A replayed createTable or registerTable answer (an `Idempotency-Key` retry) with storage
 /// access vended again as the caller may have it now (see `Catalog::replayed_table`); `None`
-/// to replay the stored answer as it is.
+/// to replay the stored answer as it is (it holds no credentials).
 pub(crate) async fn revend_replayed(
     state: &AppState,
     ctx: &RequestContext,
@@ -508,11 +508,7 @@ pub(crate) async fn revend_replayed(
     let first_location = body.get("metadata-location")?.as_str()?.to_owned();
     let uuid = body["metadata"]["table-uuid"].as_str()?.to_owned();
     let request = storage_request((&prefix, &namespace, &name), &parts.headers);
-    let (mut result, level) =
-        state.catalog.replayed_table(ctx, &request, &uuid, &first_location, overwrite).await.ok()??;
-    // No access now: the stored answer, without credentials.
-    let Some(level) = level else { return Some(body.to_string()) };
-    result.access = level;
+    let result = state.catalog.replayed_table(ctx, &request, &uuid, &first_location, overwrite).await.ok()??;
     let storage = state.catalog.storage_access(&result, &request).await.ok()?;
     let config = body.as_object_mut()?.entry("config").or_insert_with(|| serde_json::json!({}));
     for (key, value) in storage.config {

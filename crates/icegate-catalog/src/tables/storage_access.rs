@@ -114,7 +114,7 @@ impl Catalog {
     /// `read`. The creator of a table (which may hold only `create`) is answered read-write as it
     /// first was only while it still holds `create` there, the table is exactly what it created
     /// (`unchanged`: same metadata file, so the same locations) and it replaced nothing
-    /// (`overwrite`); `access` is `None` when the caller holds none of these.
+    /// (`overwrite`); `None` too when the caller holds none of these.
     pub async fn replayed_table(
         &self,
         ctx: &RequestContext,
@@ -122,12 +122,12 @@ impl Catalog {
         table_uuid: &str,
         first_metadata_location: &str,
         overwrite: bool,
-    ) -> Result<Option<(TableResult, Option<AccessLevel>)>> {
+    ) -> Result<Option<TableResult>> {
         let table = super::TableIdent::parse(request.namespace, request.table)?;
         let warehouse = self.warehouse_for_prefix(request.prefix).await?;
         let target =
             crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
-        let result = match self.current_table(warehouse, &table, SnapshotMode::All).await {
+        let mut result = match self.current_table(warehouse, &table, SnapshotMode::All).await {
             Ok(result) => result,
             Err(CatalogError::NotFound { .. }) => return Ok(None),
             Err(other) => return Err(other),
@@ -143,20 +143,16 @@ impl Catalog {
             return Ok(None); // dropped and made anew since: not the table the first answer was about
         }
         let unchanged = result.metadata_location.as_deref() == Some(first_metadata_location);
-        let level = match ctx.holds(&target, Privilege::Describe).await? {
-            None => None,
-            Some(allowed) => match allowed.holdings() {
-                None => Some(AccessLevel::ReadWrite),
-                // The creator only while it may still create there (`create` on the namespace).
-                Some(held)
-                    if held.has(Privilege::Write) || (unchanged && !overwrite && held.has(Privilege::Create)) =>
-                {
-                    Some(AccessLevel::ReadWrite)
-                }
-                Some(held) if held.has(Privilege::Read) => Some(AccessLevel::Read),
-                Some(_) => None,
-            },
+        let Some(allowed) = ctx.holds(&target, Privilege::Describe).await? else { return Ok(None) };
+        result.access = match allowed.holdings() {
+            None => AccessLevel::ReadWrite,
+            // The creator only while it may still create there (`create` on the namespace).
+            Some(held) if held.has(Privilege::Write) || (unchanged && !overwrite && held.has(Privilege::Create)) => {
+                AccessLevel::ReadWrite
+            }
+            Some(held) if held.has(Privilege::Read) => AccessLevel::Read,
+            Some(_) => return Ok(None),
         };
-        Ok(Some((result, level)))
+        Ok(Some(result))
     }
 }
