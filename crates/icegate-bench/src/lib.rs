@@ -21,6 +21,9 @@ pub struct Target {
     pub uri: String,
     pub prefix: String,
     pub token: Option<String>,
+    /// Ask for gzip bodies (`Accept-Encoding: gzip`) on every request, as PyIceberg's
+    /// `requests` and the Java client do; bodies are read as they come, compressed.
+    pub gzip: bool,
 }
 
 impl Target {
@@ -54,7 +57,7 @@ impl Target {
         }
         let config: Value = request.send().await?.error_for_status()?.json().await?;
         let prefix = config["overrides"]["prefix"].as_str().unwrap_or_default().to_owned();
-        Ok(Self { http, uri, prefix, token })
+        Ok(Self { http, uri, prefix, token, gzip: false })
     }
 
     fn url(&self, path: &str) -> String {
@@ -73,6 +76,9 @@ impl Target {
         let mut request = self.http.request(method, self.url(path));
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
+        }
+        if self.gzip {
+            request = request.header("Accept-Encoding", "gzip");
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -212,6 +218,9 @@ pub struct Tree {
     pub snapshots: usize,
     /// Concurrent requests while creating tables and snapshots.
     pub create_connections: usize,
+    /// Snapshots added by each create-tree commit (1: one per commit, as an append makes; more
+    /// builds tables of thousands of snapshots in fewer, larger commits).
+    pub snapshots_per_commit: usize,
 }
 
 impl Tree {
@@ -292,12 +301,15 @@ pub async fn create_tree(target: &Target, tree: &Tree) -> anyhow::Result<Report>
     }
     if tree.snapshots > 0 {
         let tables = tree.tables();
-        requests += tables.len() * tree.snapshots;
+        requests += tables.len() * tree.snapshots.div_ceil(tree.snapshots_per_commit.max(1));
         let results = for_each_bounded(tables, parallel, |table| {
-            let (target, snapshots) = (target.clone(), tree.snapshots);
+            let (target, snapshots, batch) = (target.clone(), tree.snapshots, tree.snapshots_per_commit.max(1));
             async move {
-                for n in 0..snapshots {
-                    add_snapshot(&target, &table, n).await?;
+                let mut n = 0;
+                while n < snapshots {
+                    let count = batch.min(snapshots - n);
+                    add_snapshots(&target, &table, n, count).await?;
+                    n += count;
                 }
                 Ok(())
             }
@@ -351,37 +363,44 @@ where
     results
 }
 
-/// Commits one snapshot to `table` (its `n`th) and points `main` at it, as an append would.
-async fn add_snapshot(target: &Target, table: &str, n: usize) -> anyhow::Result<()> {
+/// Commits `count` snapshots to `table` (its `n`th and those after it), each the parent of the
+/// next, and points `main` at the last, as `count` appends would.
+async fn add_snapshots(target: &Target, table: &str, n: usize, count: usize) -> anyhow::Result<()> {
     let (status, loaded) = target.call(Method::GET, table, None).await?;
     if !status.is_success() {
         bail!("loading {table}: {status}");
     }
     let metadata = &loaded["metadata"];
-    let parent = metadata["current-snapshot-id"].as_i64().filter(|id| *id >= 0);
-    let id = 1_000_000 + n as i64;
+    let current = metadata["current-snapshot-id"].as_i64().filter(|id| *id >= 0);
     let location = metadata["location"].as_str().unwrap_or_default();
-    let mut snapshot = json!({
-        "snapshot-id": id,
-        "sequence-number": metadata["last-sequence-number"].as_i64().unwrap_or(0) + 1,
-        "timestamp-ms": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64,
-        "manifest-list": format!("{location}/metadata/snap-{id}-bench.avro"),
-        "summary": {"operation": "append", "added-data-files": "1", "added-records": "100"},
-        "schema-id": metadata["current-schema-id"].as_i64().unwrap_or(0)
-    });
-    if let Some(parent) = parent {
-        snapshot["parent-snapshot-id"] = json!(parent);
+    let sequence = metadata["last-sequence-number"].as_i64().unwrap_or(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as i64;
+    let mut updates = Vec::with_capacity(count + 1);
+    let mut parent = current;
+    for k in 0..count {
+        let id = 1_000_000 + (n + k) as i64;
+        let mut snapshot = json!({
+            "snapshot-id": id,
+            "sequence-number": sequence + 1 + k as i64,
+            "timestamp-ms": now,
+            "manifest-list": format!("{location}/metadata/snap-{id}-bench.avro"),
+            "summary": {"operation": "append", "added-data-files": "1", "added-records": "100"},
+            "schema-id": metadata["current-schema-id"].as_i64().unwrap_or(0)
+        });
+        if let Some(parent) = parent {
+            snapshot["parent-snapshot-id"] = json!(parent);
+        }
+        updates.push(json!({"action": "add-snapshot", "snapshot": snapshot}));
+        parent = Some(id);
     }
+    updates.push(json!({"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": parent}));
     let body = json!({
-        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": parent}],
-        "updates": [
-            {"action": "add-snapshot", "snapshot": snapshot},
-            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id}
-        ]
+        "requirements": [{"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": current}],
+        "updates": updates
     });
     let (status, answer) = target.call(Method::POST, table, Some(&body)).await?;
     if !status.is_success() {
-        bail!("adding snapshot {n} to {table}: {status} {answer}");
+        bail!("adding snapshots {n}.. to {table}: {status} {answer}");
     }
     Ok(())
 }
@@ -491,7 +510,7 @@ pub async fn load_table(
             if let Some(token) = &target.token {
                 request = request.bearer_auth(token);
             }
-            if kind == LoadKind::Gzip {
+            if kind == LoadKind::Gzip || target.gzip {
                 // The body is read as it comes (compressed): the server's cost is measured.
                 request = request.header("Accept-Encoding", "gzip");
             }

@@ -9,7 +9,7 @@ use icegate_bench::{
 };
 
 #[derive(Parser)]
-#[command(name = "icegate-bench", about = "Load generator for Iceberg REST catalogs")]
+#[command(name = "icegate-bench", about = "Load generator for Iceberg REST catalogs", args_override_self = true)]
 struct Args {
     /// The catalog's base URI.
     #[arg(long, default_value = "http://127.0.0.1:8181")]
@@ -42,6 +42,13 @@ struct Args {
     /// Snapshots committed to every table by create-tree.
     #[arg(long, default_value_t = 0)]
     snapshots: usize,
+    /// Snapshots per create-tree commit (more builds big tables faster).
+    #[arg(long, default_value_t = 1)]
+    snapshots_per_commit: usize,
+    /// Send `Accept-Encoding: gzip` on every request (loads and commits), as PyIceberg and the
+    /// Java client do.
+    #[arg(long)]
+    gzip: bool,
     /// Concurrent requests while create-tree creates tables and snapshots.
     #[arg(long, default_value_t = 8)]
     create_connections: usize,
@@ -72,10 +79,52 @@ struct Args {
     json: Option<std::path::PathBuf>,
 }
 
+/// Named sets of options, given before the command line's own (which override them):
+/// `--preset big-tables` is four tables of 2,000 snapshots (metadata of ~0.8 MB) written and
+/// read by four connections, the shape of streaming writers' tables.
+const PRESETS: &[(&str, &[&str])] = &[(
+    "big-tables",
+    &[
+        "--width=1",
+        "--depth=1",
+        "--tables-per-leaf=4",
+        "--snapshots=2000",
+        "--keep-snapshots=2000",
+        "--snapshots-per-commit=100",
+        "--connections=4",
+        "--create-connections=4",
+    ],
+)];
+
+/// The command line with a `--preset NAME` replaced by the preset's options, put first.
+fn expand_presets(args: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let mut preset = Vec::new();
+    let mut rest = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let name = match arg.strip_prefix("--preset") {
+            Some("") => args.next().unwrap_or_default(),
+            Some(value) if value.starts_with('=') => value[1..].to_owned(),
+            _ => {
+                rest.push(arg);
+                continue;
+            }
+        };
+        let (_, options) = PRESETS
+            .iter()
+            .find(|(known, _)| *known == name)
+            .ok_or_else(|| anyhow::anyhow!("unknown preset {name:?} (known: big-tables)"))?;
+        preset.extend(options.iter().map(|o| (*o).to_owned()));
+    }
+    let program = if rest.is_empty() { String::new() } else { rest.remove(0) };
+    Ok(std::iter::once(program).chain(preset).chain(rest).collect())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
-    let target = Target::connect(&args.uri, &args.warehouse, args.credential.as_deref()).await?;
+    let args = Args::parse_from(expand_presets(std::env::args().collect())?);
+    let mut target = Target::connect(&args.uri, &args.warehouse, args.credential.as_deref()).await?;
+    target.gzip = args.gzip;
     let tree = Tree {
         width: args.width,
         depth: args.depth,
@@ -84,6 +133,7 @@ async fn main() -> anyhow::Result<()> {
         properties: args.properties,
         snapshots: args.snapshots,
         create_connections: args.create_connections,
+        snapshots_per_commit: args.snapshots_per_commit,
     };
     let duration = Duration::from_secs_f64(args.seconds);
     let mixed_load =

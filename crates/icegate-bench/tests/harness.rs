@@ -57,10 +57,11 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         properties: 10,
         snapshots: 3,
         create_connections: 4,
+        snapshots_per_commit: 2,
     };
     let second = Duration::from_millis(700);
     let mut reports = vec![icegate_bench::create_tree(&target, &tree).await.unwrap()];
-    assert_eq!(reports[0].requests, 2 + 4 + 8 + 8 * 3, "6 namespaces, 8 tables, 3 snapshots each");
+    assert_eq!(reports[0].requests, 2 + 4 + 8 + 8 * 2, "6 namespaces, 8 tables, 3 snapshots each in 2 commits");
     let (_, loaded) = target.call(reqwest::Method::GET, &tree.tables()[0], None).await.unwrap();
     assert_eq!(loaded["metadata"]["snapshots"].as_array().unwrap().len(), 3, "every snapshot was committed");
     assert_eq!(loaded["metadata"]["current-snapshot-id"], 1_000_002);
