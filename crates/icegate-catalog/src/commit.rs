@@ -126,8 +126,10 @@ impl Catalog {
             }
             let swaps: Vec<&MetadataSwap> = staged.iter().filter_map(|s| s.swap.as_ref()).collect();
             for (index, swap) in swaps.iter().enumerate() {
-                if let Err(err) =
-                    self.files().write_new(warehouse, &swap.metadata_location, swap.metadata.clone().into_bytes()).await
+                if let Err(err) = self
+                    .files()
+                    .write_new(warehouse, &swap.metadata_location, crate::files::shared_bytes(&swap.metadata))
+                    .await
                 {
                     // The failed write itself may still land (a timed-out request the store
                     // completes later): its file goes too, in the background.

@@ -5,20 +5,106 @@
 //! A metadata file is never rewritten once committed (every commit writes a new, uniquely named
 //! file), so an entry cannot go stale: the table's current location still comes from the
 //! database on every load (replicas stay consistent), and only the immutable document behind it
-//! is served from memory. Bounded by the documents' total size; scan-resistant eviction.
+//! is served from memory. Bounded by the bytes its entries hold, parsed forms included;
+//! scan-resistant eviction.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use iceberg::spec::TableMetadata;
 
-/// One metadata file's content.
+use crate::tables::Layout;
+
+/// One metadata file's content: its document, and what commits and gzip answers derive from it
+/// (each when something has made it). Made with [`Cached::new`], which weighs it once.
 #[derive(Clone)]
 pub struct Cached {
     /// The JSON document, as stored.
     pub document: Arc<str>,
+    /// The document as gzip members (the form large documents are stored in, and the body of
+    /// gzip answers).
+    pub gzip: Option<Arc<[u8]>>,
     /// The document parsed, when a commit has needed it.
     pub parsed: Option<Arc<TableMetadata>>,
+    /// How the next commit splices the document (with `parsed`: they come from the same write).
+    pub layout: Option<Arc<Layout>>,
+    /// What the parsed metadata and the layout hold (weighing them walks every snapshot, so
+    /// it is done once, here, not whenever the cache weighs the entry).
+    derived_bytes: usize,
+}
+
+impl Cached {
+    pub fn new(
+        document: Arc<str>,
+        gzip: Option<Arc<[u8]>>,
+        parsed: Option<Arc<TableMetadata>>,
+        layout: Option<Arc<Layout>>,
+    ) -> Self {
+        // A layout keeps its snapshots' weight (summed as its chunks were written), so a commit
+        // does not walk every snapshot of its table to weigh the new metadata.
+        let parsed_bytes = match (&parsed, &layout) {
+            (Some(parsed), Some(layout)) => layout.snapshot_bytes() + weight_but_snapshots(parsed),
+            (Some(parsed), None) => parsed_weight(parsed),
+            (None, _) => 0,
+        };
+        let derived_bytes = parsed_bytes + layout.as_ref().map_or(0, |l| l.weight());
+        Self { document, gzip, parsed, layout, derived_bytes }
+    }
+
+    /// The bytes the entry holds: the document, its gzip form, the parsed metadata (an estimate
+    /// from its contents, see [`parsed_weight`]) and the layout.
+    fn weight(&self) -> usize {
+        self.document.len() + self.gzip.as_ref().map_or(0, |g| g.len()) + self.derived_bytes
+    }
+}
+
+/// An estimate of the heap bytes a parsed `TableMetadata` holds, from what it contains: each
+/// snapshot (see [`snapshot_weight`]) and the rest ([`weight_but_snapshots`]).
+/// `tests/cache_weights.rs` measures the real heap growth of parsing against it.
+pub fn parsed_weight(metadata: &TableMetadata) -> usize {
+    metadata.snapshots().map(|s| snapshot_weight(s)).sum::<usize>() + weight_but_snapshots(metadata)
+}
+
+/// A string to string map's heap bytes.
+fn map_weight(entries: &std::collections::HashMap<String, String>) -> usize {
+    // Per entry beyond its key and value: two string headers, control bytes, spare capacity.
+    64 + entries.iter().map(|(k, v)| 2 * std::mem::size_of::<String>() + 16 + k.len() + v.len()).sum::<usize>()
+}
+
+/// One parsed snapshot's heap bytes: its struct, its `Arc` and map slot, its manifest list and
+/// its summary map.
+pub fn snapshot_weight(snapshot: &iceberg::spec::Snapshot) -> usize {
+    std::mem::size_of::<iceberg::spec::Snapshot>()
+        + 40
+        + snapshot.manifest_list().len()
+        + map_weight(&snapshot.summary().additional_properties)
+}
+
+/// What parsed metadata holds besides its snapshots: the logs, schemas (fields and the indexes
+/// the crate builds over them), specs, sort orders, properties, refs and statistics. Walks no
+/// snapshot, so a commit can weigh its metadata with the snapshots' weight kept by its layout.
+pub fn weight_but_snapshots(metadata: &TableMetadata) -> usize {
+    let history = std::mem::size_of_val(metadata.history());
+    let log: usize =
+        metadata.metadata_log().iter().map(|m| std::mem::size_of::<String>() + 8 + m.metadata_file.len()).sum();
+    let schemas: usize = metadata
+        .schemas_iter()
+        .map(|schema| {
+            // Per field: the field, its name in several indexes (by id, by name, lower-cased,
+            // accessors); nested fields included.
+            let fields = schema.field_id_to_name_map();
+            1024 + fields.values().map(|name| 768 + 4 * name.len()).sum::<usize>()
+        })
+        .sum();
+    let specs: usize = metadata.partition_specs_iter().map(|s| 256 + 128 * s.fields().len()).sum();
+    let orders: usize = metadata.sort_orders_iter().map(|o| 128 + 64 * o.fields.len()).sum();
+    2048 + history
+        + log
+        + schemas
+        + specs
+        + orders
+        + map_weight(metadata.properties())
+        + metadata.statistics_iter().count() * 256
 }
 
 #[derive(Clone)]
@@ -26,10 +112,7 @@ struct ByLength;
 
 impl quick_cache::Weighter<String, Cached> for ByLength {
     fn weight(&self, key: &String, value: &Cached) -> u64 {
-        // The document, its key and the entry's own bookkeeping; a parsed form is counted as
-        // twice the document (vectors, maps and boxed values of the same content).
-        let parsed = if value.parsed.is_some() { 2 * value.document.len() } else { 0 };
-        (key.len() + value.document.len() + parsed + 64) as u64
+        (key.len() + value.weight() + 64) as u64
     }
 }
 
@@ -144,17 +227,29 @@ impl MetadataCache {
         self.entries.is_none() || (lookups >= 256 && hits * 2 < lookups)
     }
 
-    /// Remembers the document of a committed metadata file (and its parsed form, if at hand).
-    /// An entry may take an eighth of the capacity at most: larger documents are not kept, and
-    /// their parsed form only while it fits too (it would push out many others).
-    pub fn insert(&self, metadata_location: &str, document: &Arc<str>, parsed: Option<&Arc<TableMetadata>>) {
+    /// Remembers the document of a committed metadata file (and what else is at hand). An
+    /// entry may take an eighth of the capacity at most: without its parsed form and layout
+    /// if they would not fit, not at all if the document alone would not.
+    pub fn insert(&self, metadata_location: &str, mut entry: Cached) {
         let Some(entries) = &self.entries else { return };
-        let (len, limit) = (document.len() as u64, self.capacity_bytes / 8);
-        if len > limit {
+        let limit = (self.capacity_bytes / 8) as usize;
+        if entry.weight() > limit {
+            entry.parsed = None;
+            entry.layout = None;
+            entry.derived_bytes = 0;
+        }
+        if entry.weight() > limit {
+            entry.gzip = None;
+        }
+        if entry.weight() > limit {
             return;
         }
-        let parsed = parsed.filter(|_| 3 * len <= limit).cloned();
-        entries.insert(metadata_location.to_owned(), Cached { document: document.clone(), parsed });
+        entries.insert(metadata_location.to_owned(), entry);
+    }
+
+    /// Remembers a document alone (read from the store).
+    pub fn insert_document(&self, metadata_location: &str, document: &Arc<str>, gzip: Option<Arc<[u8]>>) {
+        self.insert(metadata_location, Cached::new(document.clone(), gzip, None, None));
     }
 
     /// Drops a superseded metadata file's entry: once a commit has moved its table on, nothing
@@ -243,7 +338,7 @@ mod tests {
             assert!(cache.get(&format!("miss-{i}")).is_none());
         }
         assert!(cache.mostly_misses());
-        cache.insert("hot", &document, None);
+        cache.insert_document("hot", &document, None);
         for _ in 0..RECENT_WINDOW {
             cache.observe("hot");
         }
@@ -258,7 +353,7 @@ mod tests {
         let cache = MetadataCache::new(64 * 1024);
         let document: Arc<str> = Arc::from("x".repeat(1000));
         for i in 0..200 {
-            cache.insert(&format!("file:///w/t/metadata/{i:05}.json"), &document, None);
+            cache.insert_document(&format!("file:///w/t/metadata/{i:05}.json"), &document, None);
         }
         let (held, weight) = cache.usage();
         assert!(weight <= 64 * 1024, "weight {weight} exceeds the capacity");
@@ -275,10 +370,10 @@ mod tests {
     #[test]
     fn zero_capacity_caches_nothing_and_large_documents_are_skipped() {
         let off = MetadataCache::new(0);
-        off.insert("a", &Arc::from("{}"), None);
+        off.insert_document("a", &Arc::from("{}"), None);
         assert!(off.get("a").is_none());
         let small = MetadataCache::new(8 * 1024);
-        small.insert("big", &Arc::from("y".repeat(2 * 1024)), None);
+        small.insert_document("big", &Arc::from("y".repeat(2 * 1024)), None);
         assert!(small.get("big").is_none(), "a document over an eighth of the capacity is not kept");
     }
 }

@@ -72,7 +72,7 @@ pub struct Catalog {
 pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`).
-pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 16 * 1024 * 1024;
+pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.

@@ -89,6 +89,9 @@ pub struct Tabular {
     pub metadata_location: String,
     /// The current metadata JSON (what `metadata_location` holds).
     pub metadata: String,
+    /// The same document as the store keeps it when it keeps it compressed (gzip members),
+    /// which is also what a gzip answer sends.
+    pub gzip: Option<std::sync::Arc<[u8]>>,
 }
 
 /// A table or view as it was when dropped, with the extra locations recorded for it (for a
@@ -119,6 +122,8 @@ pub struct NewTabular<'a> {
     pub extra_locations: &'a [String],
     pub metadata_location: &'a str,
     pub metadata: &'a str,
+    /// The document's gzip form, to store in its place (see [`MetadataSwap::metadata_gzip`]).
+    pub metadata_gzip: Option<&'a [u8]>,
 }
 
 /// One compare-and-swap of a table's metadata pointer: it applies only if the row still points
@@ -129,7 +134,13 @@ pub struct MetadataSwap {
     pub warehouse_id: String,
     pub expected_metadata_location: String,
     pub metadata_location: String,
-    pub metadata: String,
+    /// The new document (shared: the commit also writes it to its file and answers with it).
+    pub metadata: std::sync::Arc<str>,
+    /// When set, the store keeps this gzip form of the document instead of its text: large
+    /// documents are stored compressed once, by the commit that made them, and the store
+    /// writes a few times less than their text (its own compression, such as PostgreSQL's
+    /// TOAST, would compress them again on every write).
+    pub metadata_gzip: Option<std::sync::Arc<[u8]>>,
     /// The (possibly new) base location and the locations outside it the table writes to;
     /// checked for overlaps and recorded when they changed (a location the table moves away
     /// from stays recorded as the table's while it exists).

@@ -142,7 +142,7 @@ impl Catalog {
             self.store()
                 .check_locations_free(&ctx.write(), &warehouse.id, (&view.namespace, &view.name), &locations, None)
                 .await?;
-            self.files().write_new(warehouse, metadata_location, metadata_json.clone().into_bytes()).await?;
+            self.files().write_new(warehouse, metadata_location, bytes::Bytes::from(metadata_json.to_owned())).await?;
         }
         let created = self
             .store()
@@ -319,7 +319,8 @@ impl MetadataKind for ViewCommit {
                     warehouse_id: warehouse.id.clone(),
                     expected_metadata_location: row.metadata_location,
                     metadata_location: metadata_location.clone(),
-                    metadata: metadata_json.clone(),
+                    metadata: metadata_json.as_str().into(),
+                    metadata_gzip: None,
                     locations_changed: moved,
                     extra_locations: Vec::new(),
                     location,

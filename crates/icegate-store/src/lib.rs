@@ -11,6 +11,7 @@
 
 mod access;
 mod database;
+mod group_commit;
 mod heads;
 mod idempotency;
 mod namespaces;
@@ -57,6 +58,8 @@ pub struct SqlStore {
     _owner: Option<std::sync::Arc<database::Owner>>,
     /// SQLite only: the turn of this process's write transactions (see [`SqlStore::begin_write`]).
     writers: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// SQLite only: single-table metadata swaps committed in groups (see `group_commit`).
+    group: Option<std::sync::Arc<group_commit::GroupCommit>>,
 }
 
 /// A write transaction, holding its turn among this process's SQLite writers until it commits
@@ -139,7 +142,8 @@ impl SqlStore {
         let reads = database.sqlite_file().map(|path| std::sync::Arc::new(sqlite_reads::SqliteReads::new(path)));
         let heads = owner.is_some().then(std::sync::Arc::default);
         let writers = (backend == Backend::Sqlite).then(std::sync::Arc::default);
-        Ok(Self { pool, backend, heads, reads, _owner: owner, writers })
+        let group = (backend == Backend::Sqlite).then(std::sync::Arc::default);
+        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group })
     }
 
     /// SQLite: how many reads ran in place on the request's thread, and how many were handed
@@ -180,10 +184,7 @@ impl SqlStore {
     /// where it was, ~330 ms: that tail is the queue itself; docs/benchmarks.md.) Writers of
     /// other processes (`icegate migrate`, a second tool) still meet the busy handler.
     async fn begin_write(&self) -> Result<WriteTx, CatalogError> {
-        let turn = match &self.writers {
-            Some(writers) => Some(writers.clone().lock_owned().await),
-            None => None,
-        };
+        let turn = self.write_turn().await;
         let tx = match self.backend {
             Backend::Postgres => self.pool.begin().await,
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
@@ -193,6 +194,20 @@ impl SqlStore {
 }
 
 impl SqlStore {
+    /// The same store without its group-commit queue (what the committer itself holds).
+    pub(crate) fn without_group(&self) -> Self {
+        Self { group: None, ..self.clone() }
+    }
+
+    /// SQLite: this process's turn to write (see [`begin_write`](Self::begin_write)), held until
+    /// dropped; `None` on PostgreSQL, whose row locks order writers.
+    pub(crate) async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.writers {
+            Some(writers) => Some(writers.clone().lock_owned().await),
+            None => None,
+        }
+    }
+
     /// Commits a write transaction, first recording the request's idempotency key in it (if the
     /// request carries one), with the request's reservation: the key and the mutation become
     /// visible together or not at all, and a concurrent duplicate fails on the key's primary

@@ -30,17 +30,42 @@ struct TabularRow {
     location: String,
     metadata_location: String,
     metadata: String,
+    metadata_gzip: Option<Vec<u8>>,
 }
 
 fn from_row(row: &AnyRow) -> Result<Tabular, CatalogError> {
     let row = TabularRow::from_row(row).map_err(db_error)?;
-    Ok(Tabular {
-        id: row.id,
-        kind: kind_from(&row.kind)?,
-        location: row.location,
-        metadata_location: row.metadata_location,
-        metadata: row.metadata,
-    })
+    tabular(row.id, &row.kind, row.location, row.metadata_location, (row.metadata, row.metadata_gzip))
+}
+
+/// A row's values as a [`Tabular`]: a document stored compressed is inflated (the text column
+/// is empty then).
+pub(crate) fn tabular(
+    id: String,
+    kind: &str,
+    location: String,
+    metadata_location: String,
+    (metadata, gzip): (String, Option<Vec<u8>>),
+) -> Result<Tabular, CatalogError> {
+    let (metadata, gzip) = match gzip {
+        Some(gzip) => (inflate(&gzip)?, Some(gzip.into())),
+        None => (metadata, None),
+    };
+    Ok(Tabular { id, kind: kind_from(kind)?, location, metadata_location, metadata, gzip })
+}
+
+/// A stored gzip document's text. The store wrote it (from a document the catalog bounded by
+/// `catalog.max_metadata_bytes`); the bound here only keeps a damaged row from exhausting
+/// memory.
+fn inflate(gzip: &[u8]) -> Result<String, CatalogError> {
+    use std::io::Read;
+    const MAX_INFLATED: u64 = 1 << 30;
+    let mut text = String::with_capacity(gzip.len() * 8);
+    flate2::read::MultiGzDecoder::new(gzip)
+        .take(MAX_INFLATED)
+        .read_to_string(&mut text)
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("a stored metadata document does not inflate: {e}")))?;
+    Ok(text)
 }
 
 fn already_exists(namespace: &NamespaceIdent, name: &str) -> CatalogError {
@@ -320,8 +345,8 @@ async fn load_head(
 }
 
 /// The compare-and-swap itself: applies only if the row still points at the expected file.
-const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, location = $3, updated_at = $4 \
-                        WHERE id = $5 AND metadata_location = $6";
+const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, metadata_gzip = $3, location = $4, \
+                        updated_at = $5 WHERE id = $6 AND metadata_location = $7";
 
 async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
     let now = now_ms();
@@ -331,6 +356,10 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         && !only.locations_changed
         && write.idempotency.is_none()
     {
+        // On SQLite it is committed with the others queued meanwhile, sharing their sync.
+        if let Some(group) = &store.group {
+            return group.swap(store, only.clone()).await;
+        }
         let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
         return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
     }
@@ -392,10 +421,13 @@ async fn namespace_of(conn: &mut sqlx::AnyConnection, id: &str) -> Result<Option
     NamespaceIdent::parse_encoded(&encoded).map(Some)
 }
 
-fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
+pub(crate) fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
+    // A document stored compressed leaves the text column empty.
+    let text = if swap.metadata_gzip.is_some() { "" } else { &swap.metadata };
     sqlx::query(SWAP_SQL)
         .bind(swap.metadata_location.as_str())
-        .bind(swap.metadata.as_str())
+        .bind(text)
+        .bind(swap.metadata_gzip.as_deref())
         .bind(swap.location.as_str())
         .bind(now)
         .bind(swap.id.as_str())
@@ -434,12 +466,14 @@ async fn drop(
             .iter()
             .map(|r| r.try_get("location").map_err(db_error))
             .collect::<Result<_, _>>()?;
-    let row =
-        sqlx::query("DELETE FROM tabulars WHERE id = $1 RETURNING id, kind, location, metadata_location, metadata")
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(db_error)?;
+    let row = sqlx::query(
+        "DELETE FROM tabulars WHERE id = $1 \
+             RETURNING id, kind, location, metadata_location, metadata, metadata_gzip",
+    )
+    .bind(&id)
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(db_error)?;
     let tabular = from_row(&row)?;
     // Its locations stay out of reach of new tables, views and namespaces while credentials
     // vended for them may still work.
@@ -544,7 +578,7 @@ impl TabularStore for SqlStore {
         let id = uuid::Uuid::now_v7().to_string();
         let inserted = sqlx::query(
             "INSERT INTO tabulars (id, warehouse_id, namespace_id, name, kind, location, metadata_location, metadata, \
-             created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)",
+             metadata_gzip, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
         )
         .bind(&id)
         .bind(new.warehouse_id)
@@ -553,7 +587,8 @@ impl TabularStore for SqlStore {
         .bind(new.kind.as_str())
         .bind(new.location)
         .bind(new.metadata_location)
-        .bind(new.metadata)
+        .bind(if new.metadata_gzip.is_some() { "" } else { new.metadata })
+        .bind(new.metadata_gzip)
         .bind(now_ms())
         .execute(&mut *tx)
         .await;
@@ -591,15 +626,16 @@ impl TabularStore for SqlStore {
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Tabular>, CatalogError> {
-        let sql = concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata ", by_name!());
+        let sql =
+            concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata, t.metadata_gzip ", by_name!());
         let key = (warehouse_id, namespace, name, kind);
         let read = read_in_place(self, sql, key, |row| {
-            Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+            Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, (row.get(4)?, row.get(5)?)))
         });
         if let Some(found) = read {
             return found
-                .map(|(id, kind, location, metadata_location, metadata)| {
-                    Ok(Tabular { id, kind: kind_from(&kind)?, location, metadata_location, metadata })
+                .map(|(id, kind, location, metadata_location, document)| {
+                    tabular(id, &kind, location, metadata_location, document)
                 })
                 .transpose();
         }

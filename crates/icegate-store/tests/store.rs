@@ -384,6 +384,7 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
         extra_locations: &[],
         metadata_location: "file:///tmp/w1/db/staged/metadata/00000-x.metadata.json",
         metadata: uuid,
+        metadata_gzip: None,
     };
     refused(store.create_tabular(&b, &row("t", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
     store.create_tabular(&a, &row("t", r#"{"table-uuid": "u1"}"#)).await.unwrap();
@@ -420,6 +421,7 @@ async fn table_with(
                 extra_locations,
                 metadata_location: &format!("{location}/metadata/00000-x.metadata.json"),
                 metadata: "{}",
+                metadata_gzip: None,
             },
         )
         .await
@@ -432,7 +434,8 @@ fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataS
         warehouse_id: wh.to_owned(),
         expected_metadata_location: expected.to_owned(),
         metadata_location: new.to_owned(),
-        metadata: format!("{{\"v\": \"{new}\"}}"),
+        metadata: format!("{{\"v\": \"{new}\"}}").into(),
+        metadata_gzip: None,
         location: format!("file:///w/db/{table}"),
         extra_locations: Vec::new(),
         locations_changed: false,
@@ -548,6 +551,89 @@ async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
     assert_eq!(row.metadata_location, "v1");
     assert_eq!(row.metadata, "{\"v\": \"v1\"}");
     assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::View).await.unwrap().is_none());
+}
+
+async fn a_document_stored_compressed_reads_back_as_its_text(db: TestDatabase) {
+    use std::io::Write;
+    let store = &db.store;
+    let wh = warehouse(store, "w").await;
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let id = table(store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
+    let text = format!(r#"{{"table-uuid": "u1", "snapshots": [{}]}}"#, "{\"snapshot-id\": 1},".repeat(2000) + "{}");
+    // Two gzip members, as a commit writes them.
+    let mut gzip = Vec::new();
+    for part in [&text[..100], &text[100..]] {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(part.as_bytes()).unwrap();
+        gzip.extend(encoder.finish().unwrap());
+    }
+    let mut compressed = swap(&id, &wh, "t", v0, "v1");
+    compressed.metadata = text.as_str().into();
+    compressed.metadata_gzip = Some(gzip.clone().into());
+    assert_eq!(store.swap_metadata(&WriteContext::NONE, &[compressed]).await.unwrap(), SwapOutcome::Applied);
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(row.metadata, text, "the stored members inflate to the document");
+    assert_eq!(row.gzip.as_deref(), Some(&gzip[..]), "the gzip form comes back as stored");
+    // A later plain document replaces the compressed one.
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", "v1", "v2")]).await.unwrap(),
+        SwapOutcome::Applied
+    );
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!((row.metadata.as_str(), row.gzip), ("{\"v\": \"v2\"}", None));
+    // A drop answers with the document, whichever way it was stored.
+    let mut again = swap(&id, &wh, "t", "v2", "v3");
+    again.metadata = text.as_str().into();
+    again.metadata_gzip = Some(gzip.into());
+    store.swap_metadata(&WriteContext::NONE, &[again]).await.unwrap();
+    let dropped =
+        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "t", TabularKind::Table, 0).await.unwrap().unwrap();
+    assert_eq!(dropped.tabular.metadata, text);
+}
+
+async fn concurrent_swaps_apply_once_each(db: TestDatabase) {
+    let store = Arc::new(db.store.clone());
+    let wh = warehouse(&*store, "w").await;
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let mut ids = Vec::new();
+    for t in 0..8 {
+        ids.push(table(&*store, &wh, &format!("t{t}"), &format!("file:///w/db/t{t}")).await.unwrap());
+    }
+    // Eight tables, each moved along five versions by its own writer, all at once (on SQLite
+    // they share transactions), and six writers racing for the same version of t0's successor.
+    let mut tasks = tokio::task::JoinSet::new();
+    for (t, id) in ids.iter().enumerate().skip(1) {
+        let (store, id, wh) = (store.clone(), id.clone(), wh.clone());
+        tasks.spawn(async move {
+            let mut expected = format!("file:///w/db/t{t}/metadata/00000-x.metadata.json");
+            for v in 1..=5 {
+                let next = format!("t{t}-v{v}");
+                let moved = swap(&id, &wh, &format!("t{t}"), &expected, &next);
+                let outcome = store.swap_metadata(&WriteContext::NONE, &[moved]).await.unwrap();
+                assert_eq!(outcome, SwapOutcome::Applied, "t{t} v{v}");
+                expected = next;
+            }
+            0
+        });
+    }
+    for racer in 0..6 {
+        let (store, id, wh) = (store.clone(), ids[0].clone(), wh.clone());
+        tasks.spawn(async move {
+            let expected = "file:///w/db/t0/metadata/00000-x.metadata.json";
+            let moved = swap(&id, &wh, "t0", expected, &format!("racer-{racer}"));
+            let outcome = store.swap_metadata(&WriteContext::NONE, &[moved]).await.unwrap();
+            usize::from(outcome == SwapOutcome::Applied)
+        });
+    }
+    let winners: usize = tasks.join_all().await.into_iter().sum();
+    assert_eq!(winners, 1, "exactly one racer moves t0");
+    for t in 1..8 {
+        let row = store.load_tabular(&wh, &ns("db"), &format!("t{t}"), TabularKind::Table).await.unwrap().unwrap();
+        assert_eq!(row.metadata_location, format!("t{t}-v5"));
+    }
+    let t0 = store.load_tabular(&wh, &ns("db"), "t0", TabularKind::Table).await.unwrap().unwrap();
+    assert!(t0.metadata_location.starts_with("racer-"), "{}", t0.metadata_location);
 }
 
 async fn a_multi_table_swap_is_all_or_nothing(db: TestDatabase) {
@@ -768,6 +854,8 @@ store_tests!(
     extra_locations_take_part_in_the_overlap_check,
     a_storage_profile_update_bumps_the_version,
     a_swap_applies_only_against_the_expected_location,
+    a_document_stored_compressed_reads_back_as_its_text,
+    concurrent_swaps_apply_once_each,
     a_multi_table_swap_is_all_or_nothing,
     tabulars_are_renamed_and_dropped,
     heads_follow_every_write,

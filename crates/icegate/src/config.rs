@@ -27,12 +27,21 @@ pub struct Config {
 }
 
 /// Object storage settings that only the operator may choose.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// Endpoints (scheme, host and port) a warehouse admin may name in a storage profile's
     /// `endpoint` or `sts.endpoint`; any other needs admin on the server.
     pub allowed_endpoints: Vec<String>,
+    /// `file://` warehouses: sync each metadata file and its directory entry to disk before the
+    /// commit that references it is acknowledged (as an object store's PUT is durable).
+    pub sync_local_files: bool,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self { allowed_endpoints: Vec::new(), sync_local_files: true }
+    }
 }
 
 /// Keys for secrets icegate stores (storage profile credentials).

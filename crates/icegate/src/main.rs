@@ -175,7 +175,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let cipher = SecretCipher::from_base64(config.secrets.encryption_key.as_deref())
         .map_err(|why| anyhow::anyhow!("secrets.encryption_key {why}"))?;
     let storage_metrics = icegate_storage::StorageMetrics::default();
-    let storage = Arc::new(icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone()));
+    let storage = Arc::new(
+        icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone())
+            .with_local_sync(config.storage.sync_local_files),
+    );
     let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
         .with_storage(cipher, storage)
         .with_metadata_cache(config.catalog.metadata_cache_bytes)

@@ -68,10 +68,17 @@ fn load_result(
     // another document), never per request.
     let gzip = match &result.metadata_location {
         Some(location) if result.metadata_json.len() >= GZIP_FROM_BYTES && accepts_gzip(headers) => {
-            // Keyed by the entity tag: one per metadata file and representation.
-            let key = format!("{location}|{}", result.etag);
-            let document = result.metadata_json.clone();
-            Some(state.catalog.metadata_cache().gzip(&key, || crate::table_models::gzip_member(document.as_bytes())))
+            match &result.gzip {
+                // Made by the commit that wrote the document (and stored so).
+                Some(gzip) => Some(gzip.clone()),
+                None => {
+                    // Keyed by the entity tag: one per metadata file and representation.
+                    let key = format!("{location}|{}", result.etag);
+                    let document = result.metadata_json.clone();
+                    let cache = state.catalog.metadata_cache();
+                    Some(cache.gzip(&key, || crate::table_models::gzip_member(document.as_bytes())))
+                }
+            }
         }
         _ => None,
     };
@@ -257,13 +264,21 @@ pub async fn update_table(
     State(state): State<AppState>,
     Context(ctx): Context,
     Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    headers: HeaderMap,
     Json(request): Json<CommitTableRequest>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
     let table = TableIdent::parse(&namespace, &table)?;
     let change = TableChange { table, requirements: request.requirements, updates: request.updates };
     let result = state.catalog.commit_table(&ctx, &prefix, change).await?;
+    // The commit compressed its document already (in parts, only those that changed); an
+    // answer kept for an idempotent retry is kept as text.
+    let gzip = result.gzip.filter(|_| {
+        result.metadata_json.len() >= GZIP_FROM_BYTES
+            && accepts_gzip(&headers)
+            && !headers.contains_key(crate::idempotency::HEADER)
+    });
     let fields = CommitTableFields { metadata_location: result.metadata_location.unwrap_or_default() };
-    Ok(WithMetadata { metadata: result.metadata_json, fields, gzip: None })
+    Ok(WithMetadata { metadata: result.metadata_json, fields, gzip })
 }
 
 /// Drop a table from the catalog

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use iceberg::spec::{FormatVersion, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 
+use super::document::{self, Layout, refs_after, refs_of};
 use super::metadata_files::{
     etag, extra_locations_of, is_metadata_file, location_inside, metadata_file_location, parse_stored, table_locations,
     to_json,
@@ -54,24 +55,28 @@ impl Catalog {
     }
 
     /// A table's current state, for a commit to build on: its head from the database and its
-    /// parsed metadata, from memory when a commit or load has seen that metadata file already.
+    /// parsed metadata (and the layout of its document), from memory when a commit or load has
+    /// seen that metadata file already.
     async fn load_current(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Current>> {
         let head =
             self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
         let Some(head) = head else { return Ok(None) };
-        let (head, document) = match self.metadata_cache().get(&head.metadata_location) {
-            Some(Cached { document, parsed: Some(metadata) }) => return Ok(Some(Current { head, document, metadata })),
+        let (head, document, gzip) = match self.metadata_cache().get(&head.metadata_location) {
+            Some(Cached { document, gzip, parsed: Some(metadata), layout, .. }) => {
+                return Ok(Some(Current { head, document, gzip, metadata, layout }));
+            }
             // A load cached the document: parse it rather than read the row again.
-            Some(Cached { document, parsed: None }) => (head, document),
+            Some(Cached { document, gzip, .. }) => (head, document, gzip),
             None => {
                 let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
                 let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
-                (head, Arc::from(row.metadata))
+                (head, Arc::from(row.metadata), row.gzip)
             }
         };
         let metadata = Arc::new(parse_stored(&head.id, &document)?);
-        self.metadata_cache().insert(&head.metadata_location, &document, Some(&metadata));
-        Ok(Some(Current { head, document, metadata }))
+        let entry = Cached::new(document.clone(), gzip.clone(), Some(metadata.clone()), None);
+        self.metadata_cache().insert(&head.metadata_location, entry);
+        Ok(Some(Current { head, document, gzip, metadata, layout: None }))
     }
 
     /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
@@ -154,7 +159,7 @@ impl Catalog {
 
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
-        let Current { head: row, document, metadata: base } = current;
+        let Current { head: row, document, gzip, metadata: base, layout } = current;
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             requirement.check(Some(&base))?;
@@ -166,11 +171,12 @@ impl Catalog {
                 swap: None,
                 new_locations: Vec::new(),
                 extra: Extra {
-                    metadata: None,
+                    written: None,
                     result: TableResult {
                         id: Some(row.id),
                         metadata_location: Some(row.metadata_location),
                         metadata_json: document,
+                        gzip,
                         etag,
                         warehouse: warehouse.clone(),
                         access: AccessLevel::ReadWrite,
@@ -180,7 +186,8 @@ impl Catalog {
                 },
             });
         }
-        // The cached metadata is shared: the builder works on a copy of it.
+        // The cached metadata is shared: the builder works on a copy of it (its snapshots,
+        // schemas and specs are shared, not copied).
         let mut builder = TableMetadata::clone(&base).into_builder(Some(row.metadata_location.clone()));
         for update in change.updates.iter().cloned() {
             builder = update.apply(builder)?;
@@ -189,8 +196,8 @@ impl Catalog {
         let metadata = built.metadata;
         let (location, extra_locations) = table_locations(warehouse, &metadata)?;
         let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
-        let metadata_json = to_json(&metadata)?;
-        self.check_size("document", metadata_json.len())?;
+        let written = write_document(&metadata, &built.changes, (&document, &base, layout.as_deref()))?;
+        self.check_size("document", written.text.len())?;
         let delete_expired =
             metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let had = TableLocations::new(std::iter::once(row.location.clone()).chain(old_extra_locations.iter().cloned()));
@@ -207,25 +214,59 @@ impl Catalog {
                 warehouse_id: warehouse.id.clone(),
                 expected_metadata_location: row.metadata_location,
                 metadata_location: metadata_location.clone(),
-                metadata: metadata_json.clone(),
+                metadata: written.text.clone(),
+                metadata_gzip: (written.text.len() >= STORE_COMPRESSED_FROM).then(|| written.gzip.clone()),
                 locations_changed: location != row.location || extra_locations != old_extra_locations,
                 location,
                 extra_locations,
             }),
             extra: Extra {
-                metadata: Some(Arc::new(metadata)),
                 result: TableResult {
                     id: Some(row.id),
                     etag: etag(&metadata_location, SnapshotMode::All),
                     metadata_location: Some(metadata_location),
-                    metadata_json: metadata_json.into(),
+                    metadata_json: written.text.clone(),
+                    gzip: Some(written.gzip.clone()),
                     warehouse: warehouse.clone(),
                     access: AccessLevel::ReadWrite,
                 },
+                written: Some((written, Arc::new(metadata))),
                 expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
                 delete_expired,
             },
         })
+    }
+}
+
+/// Documents at least this large are stored compressed (their gzip form, made by the commit
+/// anyway); smaller ones as text, which a load that misses the cache serves without inflating.
+const STORE_COMPRESSED_FROM: usize = 16 * 1024;
+
+/// Writes the document of `metadata`, built by `changes` on `base` (whose document is `old`,
+/// spliced by `layout` when known): the refs follow the changes, and unchanged chunks of the
+/// old document are reused.
+fn write_document(
+    metadata: &TableMetadata,
+    changes: &[TableUpdate],
+    (old, base, layout): (&str, &TableMetadata, Option<&Layout>),
+) -> Result<document::Written> {
+    let refs = match layout {
+        Some(layout) => refs_after(layout.refs(), changes, metadata),
+        None => refs_after(&refs_of(old, base)?, changes, metadata),
+    };
+    match refs {
+        Some(refs) => {
+            let written = document::write(metadata, refs, layout)?;
+            tracing::trace!(bytes = written.text.len(), compressed = written.compressed_bytes, "document written");
+            Ok(written)
+        }
+        None => {
+            // Not expected: the replay covers every way the crate changes refs. Read them from
+            // the crate's own serialisation rather than write a document that could differ.
+            tracing::warn!("refs of a commit could not be replayed; writing its document in full");
+            let refs = refs_of(&to_json(metadata)?, metadata)?;
+            document::write(metadata, refs, None)
+        }
     }
 }
 
@@ -236,8 +277,8 @@ pub(crate) struct TableCommit {
 
 /// What a table's commit keeps for after its swap.
 pub(crate) struct Extra {
-    /// The new metadata, parsed (with a swap).
-    metadata: Option<Arc<TableMetadata>>,
+    /// The new document and metadata (with a swap), for the cache.
+    written: Option<(document::Written, Arc<TableMetadata>)>,
     result: TableResult,
     /// Metadata files that fell out of the log, and whether to delete them.
     expired: Vec<String>,
@@ -248,7 +289,9 @@ pub(crate) struct Extra {
 struct Current {
     head: TabularHead,
     document: Arc<str>,
+    gzip: Option<Arc<[u8]>>,
     metadata: Arc<TableMetadata>,
+    layout: Option<Arc<Layout>>,
 }
 
 impl MetadataKind for TableCommit {
@@ -306,8 +349,9 @@ impl MetadataKind for TableCommit {
 
     async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
         let Staged { ident, swap, extra, .. } = staged;
-        if let (Some(parsed), Some(location)) = (&extra.metadata, &extra.result.metadata_location) {
-            catalog.metadata_cache().insert(location, &extra.result.metadata_json, Some(parsed));
+        if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
+            let entry = Cached::new(written.text, Some(written.gzip), Some(parsed), written.layout);
+            catalog.metadata_cache().insert(location, entry);
         }
         if let Some(swap) = &swap {
             catalog.metadata_cache().forget(&swap.expected_metadata_location);

@@ -77,6 +77,7 @@ impl Catalog {
                 id: None,
                 metadata_location: None,
                 metadata_json: metadata_json.into(),
+                gzip: None,
                 etag,
                 warehouse,
                 access: AccessLevel::ReadWrite,
@@ -108,7 +109,7 @@ impl Catalog {
             .await?;
         let metadata_location = metadata_file_location(metadata, None);
         if let Err(err) =
-            self.files().write_new(warehouse, &metadata_location, metadata_json.clone().into_bytes()).await
+            self.files().write_new(warehouse, &metadata_location, bytes::Bytes::from(metadata_json.clone())).await
         {
             self.delete_in_background(warehouse, vec![metadata_location]);
             return Err(not_committed(err));
@@ -137,6 +138,7 @@ impl Catalog {
         let etag = etag(&metadata_location, SnapshotMode::All);
         Ok(TableResult {
             id: Some(id),
+            gzip: None,
             metadata_json: self.remember(&metadata_location, metadata_json),
             metadata_location: Some(metadata_location),
             etag,

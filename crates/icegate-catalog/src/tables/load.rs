@@ -89,7 +89,7 @@ impl Catalog {
         table: &TableIdent,
         mode: SnapshotMode,
     ) -> Result<TableResult> {
-        let (id, metadata_location, document) = if self.metadata_cache().mostly_misses() {
+        let (id, metadata_location, document, gzip) = if self.metadata_cache().mostly_misses() {
             // Loads spread over more tables than the cache holds (or no cache): one query for
             // the whole row beats a head query followed by a row query.
             let row = self.load_row(&warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
@@ -97,52 +97,54 @@ impl Catalog {
             cache.observe(&row.metadata_location);
             let document: Arc<str> = row.metadata.into();
             if cache.admit() {
-                cache.insert(&row.metadata_location, &document, None);
+                cache.insert_document(&row.metadata_location, &document, row.gzip.clone());
             }
-            (row.id, row.metadata_location, document)
+            (row.id, row.metadata_location, document, row.gzip)
         } else {
             self.load_document(&warehouse, table).await?
         };
         let etag = etag(&metadata_location, mode);
-        let metadata_json = match mode {
-            SnapshotMode::All => document,
+        let (metadata_json, gzip) = match mode {
+            SnapshotMode::All => (document, gzip),
             // Made once per metadata file, like the document itself: a refs load costs what a
             // full one does (a parse and re-render of a 0.8 MB document took longer than the
             // full load).
             SnapshotMode::Refs => {
-                self.metadata_cache().refs_only(&metadata_location, || referenced_snapshots_only(&document))?
+                (self.metadata_cache().refs_only(&metadata_location, || referenced_snapshots_only(&document))?, None)
             }
         };
         Ok(TableResult {
             id: Some(id),
             metadata_location: Some(metadata_location),
             metadata_json,
+            gzip,
             etag,
             warehouse,
             access: AccessLevel::Read,
         })
     }
 
-    /// The current metadata location and document: the head from the store, the document from
-    /// the cache when it holds that file.
+    /// The current metadata location and document (and its gzip form, when known): the head
+    /// from the store, the document from the cache when it holds that file.
     pub(crate) async fn load_document(
         &self,
         warehouse: &Warehouse,
         table: &TableIdent,
-    ) -> Result<(String, String, Arc<str>)> {
+    ) -> Result<(String, String, Arc<str>, Option<Arc<[u8]>>)> {
         let head = self
             .store()
             .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(table))?;
         Ok(match self.metadata_cache().get(&head.metadata_location) {
-            Some(cached) => (head.id, head.metadata_location, cached.document),
+            Some(cached) => (head.id, head.metadata_location, cached.document, cached.gzip),
             None => {
                 // The row may have moved on since its head was read: what it holds now is
                 // consistent, and current.
                 let row = self.load_row(warehouse, table).await?.ok_or_else(|| CatalogError::no_such_table(table))?;
-                let document = self.remember(&row.metadata_location, row.metadata);
-                (row.id, row.metadata_location, document)
+                let document: Arc<str> = row.metadata.into();
+                self.metadata_cache().insert_document(&row.metadata_location, &document, row.gzip.clone());
+                (row.id, row.metadata_location, document, row.gzip)
             }
         })
     }
@@ -150,7 +152,7 @@ impl Catalog {
     /// Keeps the document of a committed metadata file for later loads.
     pub(crate) fn remember(&self, metadata_location: &str, document: String) -> Arc<str> {
         let document: Arc<str> = document.into();
-        self.metadata_cache().insert(metadata_location, &document, None);
+        self.metadata_cache().insert_document(metadata_location, &document, None);
         document
     }
 

@@ -16,6 +16,7 @@
 
 mod commit;
 mod create;
+mod document;
 mod drop;
 mod load;
 mod metadata_files;
@@ -35,6 +36,7 @@ use crate::ident::{NamespaceIdent, validate_name};
 use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
+pub use document::Layout;
 pub use load::Loaded;
 pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
 pub use storage_access::StorageRequest;
@@ -82,6 +84,7 @@ impl TableIdent {
             extra_locations,
             metadata_location,
             metadata,
+            metadata_gzip: None,
         }
     }
 }
@@ -130,6 +133,9 @@ pub struct TableResult {
     pub metadata_location: Option<String>,
     /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
     pub metadata_json: Arc<str>,
+    /// The same document as gzip members, when at hand (a commit makes it; large documents
+    /// are stored so): a gzip answer sends it as it is.
+    pub gzip: Option<Arc<[u8]>>,
     pub etag: String,
     /// The warehouse the table lives in (for credential vending).
     pub warehouse: Warehouse,
