@@ -88,4 +88,3 @@ fn the_estimate_of_a_parsed_document_is_close_to_what_parsing_allocates() {
         drop(parsed);
     }
 }
-
