@@ -2,6 +2,7 @@
 # icegate beside a peer Iceberg REST catalog (Rustberg 0.3) on the same machine, in one run:
 #
 #   scripts/bench-peer.sh [--snapshots "100 2000"] [--seconds 5] [--repeat 3] [--out DIR] [--no-postgres]
+#                         [--no-sync] [--cache-bytes N]
 #
 # For each snapshot count, each catalog starts empty (icegate on SQLite, icegate on PostgreSQL,
 # then Rustberg), gets four tables of that many snapshots (`icegate-bench --preset big-tables`
@@ -15,6 +16,9 @@
 #   cargo install rustberg --version 0.3.0 --locked
 # It runs as its README's development mode: --dev --no-auth --insecure-http, its catalog and
 # warehouse under a temporary directory (file://); its warehouse name is the warehouse URL.
+# icegate runs with its defaults but for --no-sync (storage.sync_local_files = false: its metadata
+# files are then not synced to disk before a commit is acknowledged, as the peer's are not) and
+# --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 64 MiB).
 # PostgreSQL: ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), a fresh database
 # per run, dropped afterwards.
 set -euo pipefail
@@ -24,6 +28,7 @@ seconds=5
 repeat=3
 out="bench-results/peer-$(date +%Y%m%d-%H%M%S)"
 postgres=1
+icegate_env=(RUST_LOG=warn)
 while [ $# -gt 0 ]; do
   case "$1" in
     --snapshots) counts="$2"; shift 2 ;;
@@ -31,6 +36,8 @@ while [ $# -gt 0 ]; do
     --repeat) repeat="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --no-postgres) postgres=0; shift ;;
+    --no-sync) icegate_env+=(ICEGATE__STORAGE__SYNC_LOCAL_FILES=false); shift ;;
+    --cache-bytes) icegate_env+=(ICEGATE__CATALOG__METADATA_CACHE_BYTES="$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -83,7 +90,8 @@ run() {
 # creating files right after many were deleted costs far more (the inode allocator steps over
 # recently deleted inodes), which would penalise whichever catalog ran after a clean-up.
 for count in $counts; do
-  RUST_LOG=warn "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$count" 2>"$work/catalog.err" &
+  env "${icegate_env[@]}" "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$count" \
+    2>"$work/catalog.err" &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT/ready"
   run icegate-sqlite "$count" default
@@ -92,7 +100,7 @@ for count in $counts; do
   if [ "$postgres" = 1 ]; then
     database="icegate_peer_$$"
     psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
-    RUST_LOG=warn ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
+    env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
       "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$count" 2>"$work/catalog.err" &
     pid=$!
     wait_ready "http://127.0.0.1:$PORT/ready"
@@ -111,5 +119,6 @@ for count in $counts; do
   stop
 done
 
+printf '%s\n' "${icegate_env[@]}" >"$out/icegate-settings.txt"
 python3 scripts/bench_report.py "$out"
 echo "results in $out (table.md, growth.svg)"
