@@ -78,18 +78,33 @@ where
 /// `axum::extract::Path` with a 400 `BadRequestException` for undecodable segments.
 pub struct Path<T>(pub T);
 
-impl<S, T> FromRequestParts<S> for Path<T>
+impl<T> FromRequestParts<crate::AppState> for Path<T>
 where
     T: DeserializeOwned + Send,
-    S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| Self(p.0))
-            .map_err(|e: PathRejection| ApiError::bad_request(format!("Invalid path: {}", e.body_text())))
+    async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
+        let invalid = |e: PathRejection| ApiError::bad_request(format!("Invalid path: {}", e.body_text()));
+        if state.namespace_separator == crate::UNIT_SEPARATOR {
+            return axum::extract::Path::<T>::from_request_parts(parts, state)
+                .await
+                .map(|p| Self(p.0))
+                .map_err(invalid);
+        }
+        // A configured separator: the `namespace` segment's levels are joined by it (or by the
+        // unit separator); the services read them joined by the unit separator.
+        let mut params =
+            axum::extract::Path::<std::collections::BTreeMap<String, String>>::from_request_parts(parts, state)
+                .await
+                .map_err(invalid)?
+                .0;
+        let prefix = params.get("prefix").cloned().unwrap_or_default();
+        if let Some(namespace) = params.get_mut("namespace") {
+            *namespace = state.catalog.namespace_param(&prefix, namespace, state.namespace_separator).await;
+        }
+        let value = serde_json::to_value(params).map_err(|e| ApiError::bad_request(format!("Invalid path: {e}")))?;
+        serde_json::from_value(value).map(Self).map_err(|e| ApiError::bad_request(format!("Invalid path: {e}")))
     }
 }
 

@@ -63,6 +63,8 @@ pub struct AppStateInner {
     /// The methods of every documented route: a method a route does not serve is answered 405
     /// without authenticating.
     pub operations: Arc<std::collections::HashMap<String, Vec<axum::http::Method>>>,
+    /// What joins a namespace's levels in paths (see [`HttpOptions::namespace_separator`]).
+    pub namespace_separator: char,
 }
 
 /// Limits applied to every request.
@@ -81,7 +83,14 @@ pub struct HttpOptions {
     /// Requests handled at once; beyond it a request is answered at once with 503 and
     /// `Retry-After` instead of queueing (0: no bound). Health, readiness and metrics are exempt.
     pub max_in_flight: usize,
+    /// `catalog.namespace_separator`: what joins the levels of a namespace in paths and in
+    /// `parent`, advertised in `/v1/config` (the spec's default is the unit separator, 0x1F,
+    /// which is always accepted too).
+    pub namespace_separator: char,
 }
+
+/// The spec's default namespace separator.
+pub const UNIT_SEPARATOR: char = '\u{1f}';
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
 /// Iceberg error format applied to all of them.
@@ -100,6 +109,7 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         max_body_bytes: options.max_body_bytes,
         security,
         operations: Arc::new(methods_by_route(&documents)),
+        namespace_separator: options.namespace_separator,
     }));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()

@@ -121,6 +121,7 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(tables::load_credentials))
         .routes(routes!(tables::sign_request))
         .routes(routes!(tables::load_table, tables::update_table, tables::drop_table, tables::table_exists))
+        .routes(routes!(tables::unregister_table))
         .routes(routes!(tables::rename_table))
         .routes(routes!(tables::report_metrics))
         .routes(routes!(tables::commit_transaction))

@@ -60,6 +60,19 @@ pub struct LoadTableResult {
     /// Credentials for the table's locations, when the warehouse vends them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub storage_credentials: Vec<StorageCredential>,
+    /// How to sign, when the client signs its storage requests through the catalog.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_signing_config: Option<RemoteSigningConfig>,
+}
+
+/// Configuration for the remote signer client (spec after 1.11): static properties for every
+/// sign request and static headers for every request to the signing endpoint.
+#[derive(Debug, Clone, Default, Serialize, ToSchema)]
+pub struct RemoteSigningConfig {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub properties: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Vec<String>>,
 }
 
 /// [`LoadTableResult`] but its `metadata`.
@@ -70,6 +83,8 @@ pub struct LoadTableFields {
     pub config: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub storage_credentials: Vec<StorageCredential>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_signing_config: Option<RemoteSigningConfig>,
 }
 
 /// [`CommitTableResponse`] but its `metadata`.
@@ -285,6 +300,15 @@ pub struct CommitTableRequest {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct CommitTableResponse {
+    pub metadata_location: String,
+    #[schema(value_type = Object)]
+    pub metadata: Box<RawValue>,
+}
+
+/// The answer to unregisterTable (its body is built as a [`WithMetadata`]; this documents it).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct UnregisterTableResult {
     pub metadata_location: String,
     #[schema(value_type = Object)]
     pub metadata: Box<RawValue>,

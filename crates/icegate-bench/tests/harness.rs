@@ -42,6 +42,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         max_header_bytes: 1 << 16,
         public_url: None,
         max_in_flight: 512,
+        namespace_separator: icegate_api::UNIT_SEPARATOR,
     };
     let app = icegate_api::app(catalog, security, Metrics::new(), &options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

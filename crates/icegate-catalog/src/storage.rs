@@ -308,6 +308,20 @@ pub struct TableStorageAccess {
     pub config: BTreeMap<String, String>,
     /// `storage-credentials`: (prefix, config) pairs.
     pub credentials: Vec<(String, BTreeMap<String, String>)>,
+    /// `remote-signing-config`, when the client is to sign through the catalog (newer clients
+    /// read it; older ones the `signer.*` keys of `config`, which are sent too).
+    pub remote_signing: Option<RemoteSigningConfig>,
+}
+
+/// What a remote-signing client passes to the signer: static properties for every sign
+/// request's `properties`, and static headers for every request to the signing endpoint.
+/// icegate's signer needs neither (the table is in the endpoint's path and the caller is
+/// authenticated by its token), so both are empty: the client signs at the spec's default
+/// endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteSigningConfig {
+    pub properties: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Vec<String>>,
 }
 
 /// The table a loadTable-like request is about: where its files are, who may do what, what the

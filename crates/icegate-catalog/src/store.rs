@@ -132,6 +132,10 @@ pub struct NewTabular<'a> {
 pub struct MetadataSwap {
     pub id: String,
     pub warehouse_id: String,
+    /// The namespace and name the commit was addressed to: the swap applies only while the row
+    /// still has them (a table renamed meanwhile is not another name's to change).
+    pub namespace: NamespaceIdent,
+    pub name: String,
     pub expected_metadata_location: String,
     pub metadata_location: String,
     /// The new document (shared: the commit also writes it to its file and answers with it).

@@ -294,10 +294,7 @@ impl MetadataKind for ViewCommit {
             for requirement in requirements {
                 let ViewRequirement::AssertViewUuid { uuid } = requirement;
                 if *uuid != base.uuid() {
-                    return Err(CatalogError::CommitFailed(format!(
-                        "Requirement failed: view UUID does not match (expected {uuid}, found {})",
-                        base.uuid()
-                    )));
+                    return Err(crate::tables::view_uuid_mismatch(base.uuid(), *uuid));
                 }
             }
             let mut builder = base.into_builder();
@@ -317,6 +314,8 @@ impl MetadataKind for ViewCommit {
                 swap: Some(MetadataSwap {
                     id: row.id,
                     warehouse_id: warehouse.id.clone(),
+                    namespace: view.namespace.clone(),
+                    name: view.name.clone(),
                     expected_metadata_location: row.metadata_location,
                     metadata_location: metadata_location.clone(),
                     metadata: metadata_json.as_str().into(),

@@ -314,6 +314,7 @@ impl CredentialVendor for ObjectStoreIo {
             || delegation.vended_credentials
             || (delegation.unspecified && profile.delegate_by_default);
         let mut credentials = Vec::new();
+        let mut remote_signing = None;
         match profile.vending {
             VendingMode::Sts | VendingMode::Static if wants_credentials => {
                 let access = self.s3_access(warehouse).await?;
@@ -364,6 +365,7 @@ impl CredentialVendor for ObjectStoreIo {
                 }
             }
             VendingMode::RemoteSigning if wants_signing => {
+                remote_signing = Some(icegate_catalog::storage::RemoteSigningConfig::default());
                 let endpoint = format!("{}/sign", request.table_path);
                 for (k, v) in [
                     ("s3.remote-signing-enabled", "true".to_owned()),
@@ -380,7 +382,7 @@ impl CredentialVendor for ObjectStoreIo {
             }
             _ => {}
         }
-        Ok(TableStorageAccess { config, credentials })
+        Ok(TableStorageAccess { config, credentials, remote_signing })
     }
 
     async fn sign(

@@ -225,35 +225,29 @@ impl NamespaceStore for SqlStore {
         // The foreign keys of child namespaces, tables and views refuse the delete while anything
         // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
         let mut tx = self.begin_write().await?;
-        // Expired reservations of staged creates in it go first; an unexpired one keeps the
-        // namespace (as its foreign key would): credentials for its directory are out.
-        sqlx::query(
-            "DELETE FROM location_reservations WHERE expires_at <= $1 AND namespace_id IN \
-             (SELECT id FROM namespaces WHERE warehouse_id = $2 AND name = $3)",
-        )
-        .bind(now_ms())
+        // Staged creates in it hold reservations: an unexpired one becomes a lease of the
+        // warehouse (as a dropped table's locations do), so its location stays out of reach of
+        // every table, view and namespace until the credentials vended for it expire, and no
+        // longer keeps the namespace (which is empty, as the client sees it). The lease names no
+        // table: no table registered later is let in by it. Expired reservations just go.
+        let in_namespace = "namespace_id IN (SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2)";
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO location_leases (warehouse_id, location, tabular_uuid, expires_at) \
+             SELECT warehouse_id, location, 'staged:' || namespace_id, expires_at FROM location_reservations \
+             WHERE expires_at > $3 AND {in_namespace}"
+        )))
         .bind(warehouse_id)
         .bind(namespace.encoded())
+        .bind(now_ms())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        let reserved: Option<i64> = sqlx::query(
-            "SELECT MAX(expires_at) AS until FROM location_reservations WHERE namespace_id IN \
-             (SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2)",
-        )
-        .bind(warehouse_id)
-        .bind(namespace.encoded())
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(db_error)?
-        .try_get("until")
-        .map_err(db_error)?;
-        if let Some(until) = reserved {
-            return Err(CatalogError::NamespaceNotEmpty(format!(
-                "Namespace {namespace} holds the locations of a staged create (stage-create) until {until} \
-                 (milliseconds since the epoch), when the credentials vended for them expire"
-            )));
-        }
+        sqlx::query(AssertSqlSafe(format!("DELETE FROM location_reservations WHERE {in_namespace}")))
+            .bind(warehouse_id)
+            .bind(namespace.encoded())
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
             .bind(warehouse_id)
             .bind(namespace.encoded())

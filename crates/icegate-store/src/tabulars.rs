@@ -345,8 +345,12 @@ async fn load_head(
 }
 
 /// The compare-and-swap itself: applies only if the row still points at the expected file.
+// The compare-and-swap: it applies only to the row that still has the expected metadata
+// location, under the name the commit was addressed to (the commit may have been staged on a
+// head remembered in memory, not read: a rename elsewhere must make it conflict).
 const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, metadata_gzip = $3, location = $4, \
-                        updated_at = $5 WHERE id = $6 AND metadata_location = $7";
+                        updated_at = $5 WHERE id = $6 AND metadata_location = $7 AND name = $8 \
+                        AND namespace_id = (SELECT n.id FROM namespaces n WHERE n.warehouse_id = $9 AND n.name = $10)";
 
 async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
     let now = now_ms();
@@ -432,6 +436,9 @@ pub(crate) fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_,
         .bind(now)
         .bind(swap.id.as_str())
         .bind(swap.expected_metadata_location.as_str())
+        .bind(swap.name.as_str())
+        .bind(swap.warehouse_id.as_str())
+        .bind(swap.namespace.encoded())
 }
 
 async fn drop(

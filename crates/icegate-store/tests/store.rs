@@ -398,6 +398,34 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
     store.drop_namespace(&WriteContext::NONE, &wh, &ns("db")).await.unwrap();
 }
 
+async fn a_dropped_namespace_leaves_its_staged_locations_reserved(db: TestDatabase) {
+    let store = &db.store;
+    let wh = warehouse(store, "w1").await;
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let stager = WriteContext { principal: "a".into(), idempotency: None };
+    let until =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 3_600_000;
+    let staged = "file:///tmp/w1/db/staged".to_owned();
+    store.reserve_locations(&stager, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await.unwrap();
+    // A staged create does not keep its (empty) namespace...
+    store.drop_namespace(&WriteContext::NONE, &wh, &ns("db")).await.unwrap();
+    // ...but its location stays out of reach until the credentials vended for it expire: for a
+    // namespace made anew under the same name, for its children, and for the stager too.
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let refused = |r: Result<(), CatalogError>| assert!(matches!(r, Err(CatalogError::BadRequest(_))), "{r:?}");
+    let child = NamespaceIdent::from_levels(["db", "staged"]).unwrap();
+    refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
+    for who in [&stager, &WriteContext { principal: "b".into(), idempotency: None }] {
+        refused(store.check_locations_free(who, &wh, (&ns("db"), "t"), std::slice::from_ref(&staged), None).await);
+        refused(store.reserve_locations(who, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await);
+    }
+    // Elsewhere in the new namespace, tables go as usual.
+    store
+        .check_locations_free(&stager, &wh, (&ns("db"), "t"), &["file:///tmp/w1/db/other".to_owned()], None)
+        .await
+        .unwrap();
+}
+
 async fn table(store: &dyn CatalogStore, wh: &str, name: &str, location: &str) -> Result<String, CatalogError> {
     table_with(store, wh, name, location, &[]).await
 }
@@ -432,6 +460,8 @@ fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataS
     MetadataSwap {
         id: id.to_owned(),
         warehouse_id: wh.to_owned(),
+        namespace: ns("db"),
+        name: table.to_owned(),
         expected_metadata_location: expected.to_owned(),
         metadata_location: new.to_owned(),
         metadata: format!("{{\"v\": \"{new}\"}}").into(),
@@ -551,6 +581,19 @@ async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
     assert_eq!(row.metadata_location, "v1");
     assert_eq!(row.metadata, "{\"v\": \"v1\"}");
     assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::View).await.unwrap().is_none());
+    // Renamed meanwhile: a swap addressed to the old name conflicts, to the new one applies.
+    store
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", "v1", "v2")]).await.unwrap(),
+        SwapOutcome::Conflict(0)
+    );
+    assert_eq!(
+        store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "u", "v1", "v2")]).await.unwrap(),
+        SwapOutcome::Applied
+    );
 }
 
 async fn a_document_stored_compressed_reads_back_as_its_text(db: TestDatabase) {
@@ -863,6 +906,7 @@ store_tests!(
     sqlite_loads_read_in_place,
     an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request,
     staged_reservations_and_dropped_leases_keep_locations_while_credentials_work,
+    a_dropped_namespace_leaves_its_staged_locations_reserved,
 );
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one

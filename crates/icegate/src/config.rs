@@ -160,6 +160,9 @@ pub struct CatalogConfig {
     pub metadata_cache_bytes: u64,
     /// The largest metadata document read (after decompression), registered or committed.
     pub max_metadata_bytes: u64,
+    /// What joins a namespace's levels in request paths and `parent` (one character; the unit
+    /// separator, U+001F, by default, which is always accepted too). Advertised in `/v1/config`.
+    pub namespace_separator: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,6 +225,7 @@ impl Default for CatalogConfig {
             idempotency_key_lifetime: Duration::from_secs(30 * 60),
             metadata_cache_bytes: icegate_catalog::service::DEFAULT_METADATA_CACHE_BYTES,
             max_metadata_bytes: icegate_catalog::service::DEFAULT_MAX_METADATA_BYTES,
+            namespace_separator: "\u{1f}".into(),
         }
     }
 }
@@ -347,6 +351,15 @@ impl Config {
             if let Err(why) = icegate_catalog::storage::AllowedEndpoint::parse(endpoint) {
                 bail!("invalid configuration: storage.allowed_endpoints: {why}");
             }
+        }
+        let mut separator = self.catalog.namespace_separator.chars();
+        match (separator.next(), separator.next()) {
+            (Some(c), None) if c != '/' && c != '%' && !c.is_alphanumeric() && !c.is_whitespace() => {}
+            _ => bail!(
+                "invalid configuration: catalog.namespace_separator must be one character that is not a letter, \
+                 digit, space, `/` or `%` (got {:?})",
+                self.catalog.namespace_separator
+            ),
         }
         if self.database.max_connections == 0 {
             bail!("invalid configuration: database.max_connections must be at least 1");

@@ -203,6 +203,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             max_header_bytes: config.server.max_header_bytes,
             public_url: config.server.public_url.clone(),
             max_in_flight: config.server.max_in_flight_requests,
+            namespace_separator: config
+                .catalog
+                .namespace_separator
+                .chars()
+                .next()
+                .unwrap_or(icegate_api::UNIT_SEPARATOR),
         },
     );
     icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);

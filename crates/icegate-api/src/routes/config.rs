@@ -32,7 +32,14 @@ pub async fn get_config(
     Query(query): Query<ConfigQuery>,
 ) -> Result<Json<CatalogConfig>, ApiError> {
     let warehouse = state.catalog.config(&ctx, query.warehouse.as_deref()).await?;
-    let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id)]);
+    // The separator percent-encoded, as the spec asks (`%1F` unless configured otherwise).
+    let separator = percent_encoding::utf8_percent_encode(
+        &state.namespace_separator.to_string(),
+        percent_encoding::NON_ALPHANUMERIC,
+    )
+    .to_string();
+    let overrides =
+        BTreeMap::from([("prefix".to_owned(), warehouse.id), ("namespace-separator".to_owned(), separator)]);
     Ok(Json(CatalogConfig {
         overrides,
         defaults: BTreeMap::new(),

@@ -32,7 +32,11 @@ pub async fn list_namespaces(
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
-    let (parent, page_token) = (query.parent.as_deref(), query.page_token.as_deref());
+    let parent = match query.parent.as_deref() {
+        Some(parent) => Some(state.catalog.namespace_param(&prefix, parent, state.namespace_separator).await),
+        None => None,
+    };
+    let (parent, page_token) = (parent.as_deref(), query.page_token.as_deref());
     let listing = state.catalog.list_namespaces(&ctx, &prefix, parent, page_token, query.page_size).await?;
     Ok(Json(ListNamespacesResponse {
         next_page_token: listing.next_page_token.map(PageToken),

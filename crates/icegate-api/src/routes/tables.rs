@@ -18,10 +18,17 @@ use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use crate::table_models::{
     CommitTableFields, CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest,
     DropTableQuery, ListTablesQuery, ListTablesResponse, LoadCredentialsResponse, LoadTableFields, LoadTableQuery,
-    LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RenameTableRequest,
-    ReportMetricsRequest, StorageCredential, TableIdentifier, WithMetadata,
+    LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RemoteSigningConfig,
+    RenameTableRequest, ReportMetricsRequest, StorageCredential, TableIdentifier, UnregisterTableResult, WithMetadata,
 };
 use icegate_catalog::RequestContext;
+
+/// `X-Iceberg-Access-Delegation`: a list of values, in one header or repeated (spec after 1.11).
+fn delegation(headers: &HeaderMap) -> Delegation {
+    let values: Vec<&str> =
+        headers.get_all("x-iceberg-access-delegation").iter().filter_map(|v| v.to_str().ok()).collect();
+    if values.is_empty() { Delegation::parse(None) } else { Delegation::parse(Some(&values.join(","))) }
+}
 
 /// What the request's headers say about storage access: the delegation asked for and the Host.
 fn storage_request<'a>(
@@ -32,7 +39,7 @@ fn storage_request<'a>(
         prefix,
         namespace,
         table,
-        delegation: Delegation::parse(headers.get("x-iceberg-access-delegation").and_then(|v| v.to_str().ok())),
+        delegation: delegation(headers),
         host: headers.get(header::HOST).and_then(|h| h.to_str().ok()),
     }
 }
@@ -83,11 +90,13 @@ fn load_result(
         _ => None,
     };
     let etag = HeaderValue::from_str(&result.etag).ok();
-    let TableStorageAccess { config, credentials } = storage;
+    let TableStorageAccess { config, credentials, remote_signing } = storage;
     let fields = LoadTableFields {
         metadata_location: result.metadata_location,
         config,
         storage_credentials: credentials_list(credentials),
+        remote_signing_config: remote_signing
+            .map(|r| RemoteSigningConfig { properties: r.properties, headers: r.headers }),
     };
     let mut response = WithMetadata { metadata: result.metadata_json, fields, gzip }.into_response();
     if let Some(etag) = etag {
@@ -304,6 +313,31 @@ pub async fn drop_table(
     let purge = query.purge().map_err(ApiError::bad_request)?;
     state.catalog.drop_table(&ctx, &prefix, &namespace, &table, purge).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Unregister a table without removing its data or metadata files
+#[utoipa::path(
+    post,
+    path = "/v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister",
+    tag = "Catalog API",
+    operation_id = "unregisterTable",
+    params(TablePath),
+    responses(
+        (status = 200, description = "The table's last metadata location and metadata", body = UnregisterTableResult),
+        (status = 400, description = "Bad request", body = IcebergErrorResponse),
+        (status = 403, description = "Not allowed", body = IcebergErrorResponse),
+        (status = 404, description = "The table does not exist", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn unregister_table(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+) -> Result<WithMetadata<CommitTableFields>, ApiError> {
+    let unregistered = state.catalog.unregister_table(&ctx, &prefix, &namespace, &table).await?;
+    let fields = CommitTableFields { metadata_location: unregistered.metadata_location };
+    Ok(WithMetadata { metadata: unregistered.metadata, fields, gzip: None })
 }
 
 /// Register a table in the given namespace using given metadata file location

@@ -474,6 +474,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/v1/{prefix}/namespaces/{namespace}/register-view"), json!({"name": "v9", "metadata-location": t1_location})),
         (("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}"), set_property()),
         (("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics"), json!({"report-type": "scan-report", "table-name": "db.t1", "snapshot-id": 1, "metrics": {}})),
+        (("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/unregister"), json!({})),
         (("POST", "/v1/{prefix}/namespaces/{namespace}/tables/{table}/sign"), json!({"region": "us-east-1", "uri": "s3://b/k", "method": "GET", "headers": {}})),
         (("POST", "/v1/{prefix}/namespaces/{namespace}/views/{view}"), json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]})),
         (("POST", "/v1/{prefix}/tables/rename"), json!({"source": {"namespace": ["db"], "name": "t1"}, "destination": {"namespace": ["db"], "name": "t9"}})),
@@ -547,7 +548,31 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
     assert_eq!(me["server_privileges"], json!(["admin"]), "the admin's grant is still there: {me}");
 }
 
+/// unregisterTable answers with the table's metadata: `drop` alone does not let its holder read
+/// it, so it takes `read` too; with both, the table leaves the catalog.
+async fn unregister_needs_drop_and_read(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    seed(&app, &admin).await;
+    let dropper = principal(&app, &admin, "dropper", &[("drop", table(&["db"], "t1"))]).await;
+    let unregister = "/v1/{prefix}/namespaces/db/tables/t1/unregister";
+    let (status, body) = call(&app, &dropper, Method::POST, unregister, Some(json!({}))).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"]["message"].as_str().is_some() && body.get("metadata").is_none(), "{body}");
+    assert_eq!(
+        call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await.0,
+        200,
+        "still there"
+    );
+    let owner =
+        principal(&app, &admin, "owner", &[("drop", table(&["db"], "t1")), ("read", table(&["db"], "t1"))]).await;
+    let (status, body) = call(&app, &owner, Method::POST, unregister, Some(json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["metadata"]["table-uuid"].is_string());
+    assert_eq!(call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await.0, 404, "gone");
+}
+
 secured_http_tests!(
+    unregister_needs_drop_and_read,
     every_operation_is_closed_to_strangers,
     tokens_are_issued_for_client_credentials_only,
     bad_credentials_are_401_and_say_nothing_more,

@@ -40,6 +40,7 @@ pub fn default_options() -> HttpOptions {
         max_header_bytes: 16 * 1024,
         public_url: None,
         max_in_flight: 512,
+        namespace_separator: icegate_api::UNIT_SEPARATOR,
     }
 }
 
@@ -63,6 +64,20 @@ impl TestApp {
     }
 
     async fn spawn_auth(backend: TestBackend, required: bool, oidc: Vec<icegate_api::oidc::OidcIssuerConfig>) -> Self {
+        Self::spawn_with(backend, required, oidc, default_options()).await
+    }
+
+    /// No authentication, with these HTTP options.
+    pub async fn spawn_with_options(backend: TestBackend, options: HttpOptions) -> Self {
+        Self::spawn_with(backend, false, Vec::new(), options).await
+    }
+
+    async fn spawn_with(
+        backend: TestBackend,
+        required: bool,
+        oidc: Vec<icegate_api::oidc::OidcIssuerConfig>,
+        options: HttpOptions,
+    ) -> Self {
         let db = TestDatabase::new(backend).await;
         let store: Arc<dyn CatalogStore> = Arc::new(db.store.clone());
         let name = WarehouseName::parse("default").unwrap();
@@ -70,7 +85,7 @@ impl TestApp {
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
         let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
         let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
-        let mut app = Self::serve_with(store, access, required, oidc, Some(name), default_options()).await;
+        let mut app = Self::serve_with(store, access, required, oidc, Some(name), options).await;
         app.prefix = warehouse.id;
         app._db = Some(db);
         app.warehouse_dir = Some(dir);

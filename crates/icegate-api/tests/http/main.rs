@@ -9,5 +9,6 @@ mod layer;
 mod management;
 mod namespaces;
 mod oidc;
+mod reference;
 mod tables;
 mod views;

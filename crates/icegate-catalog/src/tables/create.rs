@@ -42,6 +42,8 @@ impl Catalog {
             Some("3") => FormatVersion::V3,
             Some(other) => return Err(CatalogError::bad_request(format!("unsupported format-version {other}"))),
         };
+        // Numbered afresh as the reference numbers a new table (see `fresh_ids`).
+        let fresh_ids = super::fresh_ids::reference_ids(&request.schema);
         let creation = iceberg::TableCreation::builder()
             .name(table.name.clone())
             .location(location.clone())
@@ -52,6 +54,7 @@ impl Catalog {
             .format_version(format_version)
             .build();
         let metadata = TableMetadataBuilder::from_table_creation(creation)?.build()?.metadata;
+        let metadata = super::fresh_ids::renumber(metadata, &fresh_ids)?;
         let metadata_json = to_json(&metadata)?;
         let (base, extra) = table_locations(&warehouse, &metadata)?;
         let all: Vec<String> = std::iter::once(base).chain(extra).collect();

@@ -214,6 +214,27 @@ struct SnapshotOut<'a> {
     key_id: Option<&'a str>,
 }
 
+/// A schema as the crate writes it, or (with `float` defaults) as the reference writes it
+/// (see `float_defaults`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum SchemaOut<'a> {
+    Crate(&'a Schema),
+    Fixed(serde_json::Value),
+}
+
+impl<'a> SchemaOut<'a> {
+    fn of(schema: &'a Schema) -> Result<Self> {
+        if !super::float_defaults::has_float_default(schema) {
+            return Ok(Self::Crate(schema));
+        }
+        let mut value = serde_json::to_value(schema)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising a schema: {e}")))?;
+        super::float_defaults::fix_float_defaults(&mut value);
+        Ok(Self::Fixed(value))
+    }
+}
+
 /// Everything but the three arrays, as the crate's `TableMetadataV2`/`V3` serialise it.
 #[derive(Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -224,7 +245,7 @@ struct Head<'a> {
     last_sequence_number: i64,
     last_updated_ms: i64,
     last_column_id: i32,
-    schemas: Vec<&'a Schema>,
+    schemas: Vec<SchemaOut<'a>>,
     current_schema_id: i32,
     partition_specs: Vec<&'a PartitionSpec>,
     default_spec_id: i32,
@@ -356,7 +377,10 @@ pub(crate) fn write(metadata: &TableMetadata, refs: Refs, previous: Option<&Layo
         last_sequence_number: metadata.last_sequence_number(),
         last_updated_ms: metadata.last_updated_ms(),
         last_column_id: metadata.last_column_id(),
-        schemas: sorted(metadata.schemas_iter().map(AsRef::as_ref), |s| i64::from(s.schema_id())),
+        schemas: sorted(metadata.schemas_iter().map(AsRef::as_ref), |s| i64::from(s.schema_id()))
+            .into_iter()
+            .map(SchemaOut::of)
+            .collect::<Result<_>>()?,
         current_schema_id: metadata.current_schema_id(),
         partition_specs: sorted(metadata.partition_specs_iter().map(AsRef::as_ref), |s| i64::from(s.spec_id())),
         default_spec_id: metadata.default_partition_spec_id(),

@@ -1,4 +1,5 @@
-//! dropTable, and purge: exactly the locations the catalog recorded for the table.
+//! dropTable, and purge: exactly the locations the catalog recorded for the table; and
+//! unregisterTable, which drops the table from the catalog and leaves every file where it is.
 
 use super::TableIdent;
 use crate::access::Privilege;
@@ -8,7 +9,53 @@ use crate::service::Catalog;
 use crate::storage::TableLocations;
 use crate::store::TabularKind;
 
+/// What unregisterTable answers: the table's last metadata, as it was when it left.
+#[derive(Debug)]
+pub struct Unregistered {
+    pub metadata_location: String,
+    pub metadata: std::sync::Arc<str>,
+}
+
 impl Catalog {
+    /// unregisterTable: the table leaves the catalog, its data and metadata files stay where
+    /// they are (for another catalog to register). Authorised like a drop, and as a load: the
+    /// answer is the table's metadata, which `drop` alone does not let its holder read. The row
+    /// is deleted in the same statement that reads its last metadata, so the answer holds every
+    /// commit made before it, and every commit after it finds no table.
+    pub async fn unregister_table(
+        &self,
+        ctx: &RequestContext,
+        prefix: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Unregistered> {
+        let table = TableIdent::parse(namespace, name)?;
+        let (warehouse, _) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
+            .await?;
+        let target = crate::access::Target::Tabular {
+            warehouse_id: warehouse.id.clone(),
+            namespace: table.namespace.clone(),
+            name: table.name.clone(),
+            kind: TabularKind::Table,
+        };
+        ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
+        // Credentials vended for the table may still work: its locations are leased as on a drop.
+        let lease = self.credentials_valid_until(&warehouse, 0);
+        let dropped = self
+            .store()
+            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        self.commit_heads().remove(&super::commit::commit_head_key(&warehouse, &table));
+        ctx.access_changed();
+        tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
+        Ok(Unregistered {
+            metadata_location: dropped.tabular.metadata_location,
+            metadata: dropped.tabular.metadata.into(),
+        })
+    }
+
     /// dropTable; with `purge`, every file below the table's location goes too (and nothing
     /// outside it).
     pub async fn drop_table(
@@ -31,6 +78,7 @@ impl Catalog {
             .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
             .await?
             .ok_or_else(|| CatalogError::no_such_table(&table))?;
+        self.commit_heads().remove(&super::commit::commit_head_key(&warehouse, &table));
         // Grants follow objects: a table made anew under this name is another one.
         ctx.access_changed();
         if purge {

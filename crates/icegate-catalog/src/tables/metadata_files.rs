@@ -90,8 +90,16 @@ pub(super) fn is_metadata_file(location: &str) -> bool {
     name.ends_with(".metadata.json") || name.ends_with(".metadata.json.gz")
 }
 
+/// A metadata document as the `iceberg` crate writes it, but `float` defaults written as the
+/// reference writes them (see `float_defaults`).
 pub(super) fn to_json(metadata: &TableMetadata) -> Result<String> {
-    serde_json::to_string(metadata).map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising metadata: {e}")))
+    let failed = |e: serde_json::Error| CatalogError::Internal(anyhow::anyhow!("serialising metadata: {e}"));
+    if !metadata.schemas_iter().any(|s| super::float_defaults::has_float_default(s)) {
+        return serde_json::to_string(metadata).map_err(failed);
+    }
+    let mut document = serde_json::to_value(metadata).map_err(failed)?;
+    super::float_defaults::fix_document(&mut document);
+    serde_json::to_string(&document).map_err(failed)
 }
 
 /// A location with its trailing slashes removed, checked to lie strictly inside `root`.

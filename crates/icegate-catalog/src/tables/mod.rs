@@ -18,11 +18,14 @@ mod commit;
 mod create;
 mod document;
 mod drop;
+mod float_defaults;
+mod fresh_ids;
 mod load;
 mod metadata_files;
 mod placement;
 mod register;
 mod rename;
+mod requirements;
 mod storage_access;
 
 use std::collections::HashMap;
@@ -37,8 +40,10 @@ use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
 pub use document::Layout;
+pub use drop::Unregistered;
 pub use load::Loaded;
 pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
+pub(crate) use requirements::view_uuid_mismatch;
 pub use storage_access::StorageRequest;
 
 const PROPERTY_FORMAT_VERSION: &str = "format-version";

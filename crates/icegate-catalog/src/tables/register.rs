@@ -62,6 +62,8 @@ impl Catalog {
             let swap = MetadataSwap {
                 id: existing.id.clone(),
                 warehouse_id: warehouse.id.clone(),
+                namespace: table.namespace.clone(),
+                name: table.name.clone(),
                 expected_metadata_location: existing.metadata_location.clone(),
                 metadata_location: metadata_location.to_owned(),
                 metadata: metadata_json.as_str().into(),
