@@ -168,7 +168,6 @@ mod tests {
             max_body_bytes: 1 << 20,
             security,
             operations: Arc::new(crate::methods_by_route(&documents)),
-            namespace_separator: crate::UNIT_SEPARATOR,
         }));
         let router = router.with_state(state).layer(axum::middleware::from_fn(crate::error::iceberg_error_bodies));
         let mut checked = 0;

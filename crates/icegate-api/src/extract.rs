@@ -86,22 +86,26 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &crate::AppState) -> Result<Self, Self::Rejection> {
         let invalid = |e: PathRejection| ApiError::bad_request(format!("Invalid path: {}", e.body_text()));
-        if state.namespace_separator == crate::UNIT_SEPARATOR {
+        let separator = state.catalog.namespace_separator();
+        let has_namespace = separator != crate::UNIT_SEPARATOR
+            && axum::extract::RawPathParams::from_request_parts(parts, state)
+                .await
+                .is_ok_and(|params| params.iter().any(|(name, _)| name == "namespace"));
+        if !has_namespace {
             return axum::extract::Path::<T>::from_request_parts(parts, state)
                 .await
                 .map(|p| Self(p.0))
                 .map_err(invalid);
         }
-        // A configured separator: the `namespace` segment's levels are joined by it (or by the
-        // unit separator); the services read them joined by the unit separator.
+        // A configured separator joins the `namespace` segment's levels (see
+        // `Catalog::namespace_param`); the services read them joined by the unit separator.
         let mut params =
             axum::extract::Path::<std::collections::BTreeMap<String, String>>::from_request_parts(parts, state)
                 .await
                 .map_err(invalid)?
                 .0;
-        let prefix = params.get("prefix").cloned().unwrap_or_default();
         if let Some(namespace) = params.get_mut("namespace") {
-            *namespace = state.catalog.namespace_param(&prefix, namespace, state.namespace_separator).await;
+            *namespace = state.catalog.namespace_param(namespace).into_owned();
         }
         let value = serde_json::to_value(params).map_err(|e| ApiError::bad_request(format!("Invalid path: {e}")))?;
         serde_json::from_value(value).map(Self).map_err(|e| ApiError::bad_request(format!("Invalid path: {e}")))

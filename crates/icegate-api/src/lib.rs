@@ -63,8 +63,6 @@ pub struct AppStateInner {
     /// The methods of every documented route: a method a route does not serve is answered 405
     /// without authenticating.
     pub operations: Arc<std::collections::HashMap<String, Vec<axum::http::Method>>>,
-    /// What joins a namespace's levels in paths (see [`HttpOptions::namespace_separator`]).
-    pub namespace_separator: char,
 }
 
 /// Limits applied to every request.
@@ -90,13 +88,14 @@ pub struct HttpOptions {
 }
 
 /// The spec's default namespace separator.
-pub const UNIT_SEPARATOR: char = '\u{1f}';
+pub use icegate_catalog::service::UNIT_SEPARATOR;
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
 /// Iceberg error format applied to all of them.
 pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
-    let catalog = catalog.with_public_url(options.public_url.clone());
+    let catalog =
+        catalog.with_public_url(options.public_url.clone()).with_namespace_separator(options.namespace_separator);
     let access =
         icegate_catalog::management::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {
@@ -109,7 +108,6 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         max_body_bytes: options.max_body_bytes,
         security,
         operations: Arc::new(methods_by_route(&documents)),
-        namespace_separator: options.namespace_separator,
     }));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()

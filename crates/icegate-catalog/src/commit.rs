@@ -78,9 +78,6 @@ pub(crate) trait MetadataKind: Send + Sync + 'static {
 
     /// The 409 after [`MAX_COMMIT_ATTEMPTS`] lost races.
     fn gave_up(&self) -> CatalogError;
-
-    /// After a lost race: what the kind remembered of these tables or views is stale.
-    fn lost(&self, _catalog: &Catalog, _staged: &[Staged<Self::Extra>]) {}
 }
 
 /// A storage failure before the swap: say that nothing changed, so the client may retry.
@@ -151,7 +148,6 @@ impl Catalog {
             match outcome {
                 Ok(SwapOutcome::Applied) => return Ok(self.all_applied(kind, warehouse, staged).await),
                 Ok(SwapOutcome::Conflict(index)) => {
-                    kind.lost(self, &staged);
                     for location in &written {
                         self.delete_quietly(warehouse, location).await;
                     }

@@ -42,8 +42,6 @@ const WAREHOUSE_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(
 const MAX_CACHED_WAREHOUSES: usize = 10_000;
 /// One entry per table recently loaded with credentials or signing (a few hundred bytes each).
 const MAX_CACHED_LOCATIONS: usize = 100_000;
-/// Tables whose head after this replica's last commit is remembered.
-const MAX_COMMIT_HEADS: usize = 10_000;
 
 #[derive(Clone)]
 pub struct Catalog {
@@ -62,18 +60,19 @@ pub struct Catalog {
     locations: Arc<TtlCache<(String, String), crate::storage::TableLocations>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
-    /// The head each table had after this replica's last commit to it, by (warehouse id,
-    /// encoded namespace, name): the next commit stages on it without reading the head (see
-    /// `tables::commit`). Only a hint: the swap checks the expected metadata location and the
-    /// name, so a hint made stale by another replica costs a retry, never a wrong commit.
-    commit_heads: Arc<TtlCache<(String, String, String), crate::store::TabularHead>>,
+
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
     max_metadata_bytes: u64,
     /// Endpoints a warehouse admin may use in a storage profile (`storage.allowed_endpoints`).
     allowed_endpoints: Arc<Vec<AllowedEndpoint>>,
     /// `server.public_url`: the catalog's URL as clients reach it (refresh endpoints).
     public_url: Option<Arc<str>>,
+    /// What joins a namespace's levels in request paths (`catalog.namespace_separator`).
+    namespace_separator: char,
 }
+
+/// The spec's namespace separator in paths (`%1F`), always accepted.
+pub const UNIT_SEPARATOR: char = '\u{1f}';
 
 /// The default of `catalog.max_metadata_bytes`.
 pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
@@ -92,11 +91,12 @@ impl Catalog {
             vendor: None,
             warehouses: Arc::new(TtlCache::new(MAX_CACHED_WAREHOUSES, Some(WAREHOUSE_CACHE_TTL))),
             locations: Arc::new(TtlCache::new(MAX_CACHED_LOCATIONS, None)),
-            commit_heads: Arc::new(TtlCache::new(MAX_COMMIT_HEADS, None)),
+
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             allowed_endpoints: Arc::default(),
             public_url: None,
+            namespace_separator: UNIT_SEPARATOR,
         }
     }
 
@@ -164,10 +164,6 @@ impl Catalog {
 
     pub fn metadata_cache(&self) -> &MetadataCache {
         &self.metadata
-    }
-
-    pub(crate) fn commit_heads(&self) -> &TtlCache<(String, String, String), crate::store::TabularHead> {
-        &self.commit_heads
     }
 
     /// Object storage beyond the local file system: the cipher for stored secrets and the
@@ -265,32 +261,28 @@ impl Catalog {
         Ok(warehouse)
     }
 
-    /// A namespace as a request names it with a separator other than the spec's unit separator
-    /// (`catalog.namespace_separator`), returned joined by the unit separator. A level may
-    /// contain that separator itself: PyIceberg joins levels with it without escaping it, so
-    /// `a.b` is `a`/`b` or the one level `a.b`. It is the levels split at every separator when
-    /// that namespace exists, else the whole as one level when that one exists, else split.
-    /// Decided on existence alone, before any authorization: whichever is chosen, the operation
-    /// then authorizes it, and a namespace the caller may not see answers as a missing one (the
-    /// two candidates are even shown alike, `a.b`).
-    pub async fn namespace_param(&self, prefix: &str, value: &str, separator: char) -> String {
-        // Levels joined by the unit separator (older clients) are taken as they are.
-        if value.contains('\u{1f}') || !value.contains(separator) {
-            return value.to_owned();
+    /// What joins a namespace's levels in request paths (`catalog.namespace_separator`).
+    pub fn namespace_separator(&self) -> char {
+        self.namespace_separator
+    }
+
+    /// Joins levels with `separator` in request paths instead of the unit separator (which is
+    /// always accepted too); namespaces whose levels contain it are then refused.
+    pub fn with_namespace_separator(mut self, separator: char) -> Self {
+        self.namespace_separator = separator;
+        self
+    }
+
+    /// A namespace as a request path or `parent` names it (percent-decoded), its levels joined
+    /// by the unit separator as the services read it: split at the configured separator, unless
+    /// the unit separator joins them (older clients). No level contains the configured
+    /// separator (creating one is refused), so the split is never ambiguous.
+    pub fn namespace_param<'a>(&self, value: &'a str) -> std::borrow::Cow<'a, str> {
+        let separator = self.namespace_separator;
+        if separator == UNIT_SEPARATOR || value.contains(UNIT_SEPARATOR) || !value.contains(separator) {
+            return std::borrow::Cow::Borrowed(value);
         }
-        let split = value.replace(separator, "\u{1f}");
-        let Ok(warehouse) = self.warehouse_for_prefix(prefix).await else { return split };
-        let exists = |encoded: &str| {
-            let warehouse_id = warehouse.id.clone();
-            let parsed = NamespaceIdent::parse_encoded(encoded);
-            async move {
-                match parsed {
-                    Ok(namespace) => self.store.namespace_exists(&warehouse_id, &namespace).await.unwrap_or(false),
-                    Err(_) => false,
-                }
-            }
-        };
-        if !exists(&split).await && exists(value).await { value.to_owned() } else { split }
+        std::borrow::Cow::Owned(value.replace(separator, &UNIT_SEPARATOR.to_string()))
     }
 
     /// Creates a warehouse; the profile's secrets are sealed with the catalog's key first.
@@ -416,6 +408,13 @@ impl Catalog {
         properties: Properties,
     ) -> Result<(NamespaceIdent, Properties)> {
         let namespace = NamespaceIdent::from_levels(levels)?;
+        let separator = self.namespace_separator;
+        if separator != UNIT_SEPARATOR && namespace.levels().iter().any(|level| level.contains(separator)) {
+            return Err(CatalogError::bad_request(format!(
+                "namespace levels cannot contain {separator:?}: this catalog joins levels with it in paths \
+                 (catalog.namespace_separator)"
+            )));
+        }
         let parent = namespace.parent();
         let (warehouse, _) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Create).await?;
         self.store.create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;

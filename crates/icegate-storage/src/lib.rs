@@ -6,6 +6,7 @@
 //! the profile's credentials; the clients for a profile are built once and cached by warehouse
 //! id and profile version, so a profile update takes effect on the next request.
 
+mod local;
 mod policy;
 mod s3;
 mod sign;
@@ -103,33 +104,21 @@ impl ObjectStoreIo {
     }
 }
 
-/// Writes a new local file before the commit that will reference it is swapped in: created in
-/// place and never over an existing file (`O_EXCL`), with `sync` its data and its directory
-/// entry synced, as an object store's PUT is durable when it returns. (`object_store`'s local
-/// store writes a staging file, links and unlinks it, and syncs nothing by default: three
-/// directory operations in a directory that holds every metadata file of the table, and a
-/// commit acknowledged while its file could still be lost by a power failure.) A failed write
-/// removes what it wrote; a crash mid-write leaves a file no table references.
-fn write_local(path: &std::path::Path, bytes: &[u8], sync: bool) -> std::io::Result<()> {
-    use std::io::Write;
-    let create = || std::fs::OpenOptions::new().write(true).create_new(true).open(path);
-    let parent = path.parent().ok_or_else(|| std::io::Error::other("a file location has a directory"))?;
-    let mut file = match create() {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(parent)?;
-            create()?
+/// Runs a local file operation (see `local`: never through a link) on the blocking pool; a
+/// failure is logged in full and answered as unavailable storage.
+async fn local_io<T: Send + 'static>(
+    what: &'static str,
+    location: &str,
+    operation: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(operation).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(e)) => {
+            tracing::warn!(%location, error = %e, "local storage failed {what}");
+            Err(CatalogError::Unavailable(format!("local storage failed {what} {location}")))
         }
-        other => other?,
-    };
-    let written = file.write_all(bytes).and_then(|()| if sync { file.sync_data() } else { Ok(()) });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(path);
-        return Err(e);
+        Err(e) => Err(CatalogError::Internal(anyhow::anyhow!("{what} {location}: {e}"))),
     }
-    if sync {
-        std::fs::File::open(parent)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// Storage failures are 503s the client may retry: the catalog changed nothing. The cause is
@@ -150,15 +139,9 @@ impl FileIo for ObjectStoreIo {
     async fn write_new(&self, warehouse: &Warehouse, location: &str, bytes: bytes::Bytes) -> Result<()> {
         let (store, path) = self.resolve(warehouse, location).await?;
         if location.starts_with("file://") {
-            let path = self.local.path_to_filesystem(&path).map_err(|e| io_error("writing", location, e))?;
-            let sync = self.local_sync;
-            return tokio::task::spawn_blocking(move || write_local(&path, &bytes, sync))
-                .await
-                .map_err(|e| CatalogError::Internal(anyhow::anyhow!("writing {location}: {e}")))?
-                .map_err(|e| {
-                    tracing::warn!(%location, error = %e, "writing a local file failed");
-                    CatalogError::Unavailable(format!("could not write {location}"))
-                });
+            let (root, owned, sync) =
+                (warehouse.storage_root.as_str().to_owned(), location.to_owned(), self.local_sync);
+            return local_io("writing", location, move || local::write_new(&root, &owned, &bytes, sync)).await;
         }
         let options = PutOptions { mode: PutMode::Create, ..PutOptions::default() };
         store.put_opts(&path, PutPayload::from(bytes), options).await.map_err(|e| io_error("writing", location, e))?;
@@ -167,6 +150,19 @@ impl FileIo for ObjectStoreIo {
 
     async fn read(&self, warehouse: &Warehouse, location: &str, max_bytes: u64) -> Result<Vec<u8>> {
         let (store, path) = self.resolve(warehouse, location).await?;
+        if location.starts_with("file://") {
+            let (root, owned) = (warehouse.storage_root.as_str().to_owned(), location.to_owned());
+            let read = local_io("reading", location, move || local::read(&root, &owned, max_bytes)).await?;
+            return match read {
+                local::Found::Bytes(bytes) => Ok(bytes),
+                local::Found::Missing => Err(CatalogError::bad_request(format!("file does not exist: {location}"))),
+                local::Found::TooLarge(size) => Err(CatalogError::bad_request(format!(
+                    "{location} is {size} bytes, larger than the catalog's limit of {max_bytes} \
+                     (catalog.max_metadata_bytes)"
+                ))),
+                local::Found::NotAFile => Err(CatalogError::bad_request(format!("not a regular file: {location}"))),
+            };
+        }
         match store.get(&path).await {
             Ok(result) if result.meta.size > max_bytes => Err(CatalogError::bad_request(format!(
                 "{location} is {} bytes, larger than the catalog's limit of {max_bytes} \
@@ -183,6 +179,10 @@ impl FileIo for ObjectStoreIo {
 
     async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()> {
         let (store, path) = self.resolve(warehouse, location).await?;
+        if location.starts_with("file://") {
+            let (root, owned) = (warehouse.storage_root.as_str().to_owned(), location.to_owned());
+            return local_io("deleting", location, move || local::delete(&root, &owned)).await;
+        }
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(io_error("deleting", location, e)),
@@ -191,6 +191,10 @@ impl FileIo for ObjectStoreIo {
 
     async fn delete_prefix(&self, warehouse: &Warehouse, prefix: &str) -> Result<usize> {
         let (store, path) = self.resolve(warehouse, prefix).await?;
+        if prefix.starts_with("file://") {
+            let (root, owned) = (warehouse.storage_root.as_str().to_owned(), prefix.to_owned());
+            return local_io("deleting", prefix, move || local::delete_below(&root, &owned)).await;
+        }
         let files: Vec<Path> = store
             .list(Some(&path))
             .map_ok(|meta| meta.location)
@@ -203,34 +207,8 @@ impl FileIo for ObjectStoreIo {
                 Err(e) => return Err(io_error("deleting", prefix, e)),
             }
         }
-        // object_store leaves empty directories behind on a local file system.
-        if let Some(dir) = prefix.strip_prefix("file://") {
-            remove_empty_dirs(std::path::Path::new(dir)).await;
-        }
         Ok(files.len())
     }
-}
-
-/// Removes `dir` and its subdirectories if they hold no files (best effort).
-async fn remove_empty_dirs(dir: &std::path::Path) {
-    let dir = dir.to_owned();
-    let _ = tokio::task::spawn_blocking(move || {
-        fn prune(dir: &std::path::Path) -> bool {
-            let Ok(entries) = std::fs::read_dir(dir) else { return false };
-            let mut empty = true;
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() && !path.is_symlink() {
-                    empty &= prune(&path);
-                } else {
-                    empty = false;
-                }
-            }
-            empty && std::fs::remove_dir(dir).is_ok()
-        }
-        prune(&dir)
-    })
-    .await;
 }
 
 #[cfg(test)]

@@ -225,6 +225,9 @@ impl NamespaceStore for SqlStore {
         // The foreign keys of child namespaces, tables and views refuse the delete while anything
         // remains inside, atomically; properties go with the row (ON DELETE CASCADE).
         let mut tx = self.begin_write().await?;
+        // Under the warehouse's lock, which staging takes too: a reservation made while the
+        // namespace is being dropped would otherwise be deleted below without becoming a lease.
+        crate::tabulars::lock_warehouse(self, &mut tx, warehouse_id).await?;
         // Staged creates in it hold reservations: an unexpired one becomes a lease of the
         // warehouse (as a dropped table's locations do), so its location stays out of reach of
         // every table, view and namespace until the credentials vended for it expire, and no

@@ -103,9 +103,12 @@ pub(crate) struct Own<'a> {
     /// Only locations that equal or contain the one checked count, not those inside it (a
     /// namespace's directory may hold a table that was renamed out of it).
     pub holders_only: bool,
-    /// The uuid of the table or view being placed: a dropped one's leases do not keep the same
-    /// table (registered again) out of its own locations.
+    /// The uuid of the table or view being placed, and who places it: a dropped (or
+    /// unregistered) one's leases do not keep the same table, registered again by the principal
+    /// that dropped it, out of its own locations. Anyone else waits for the lease to end: the
+    /// metadata file says which table it is, not who may read it.
     pub uuid: Option<&'a str>,
+    pub leased_by: Option<&'a str>,
 }
 
 /// The `table-uuid` (or `view-uuid`) of a metadata document; empty when it has none.
@@ -142,7 +145,7 @@ pub(crate) async fn check_overlap(
     }
     // Built at run time because the number of ancestors varies; every value is a bind parameter.
     // Descendants are the byte range ("<location>/", "<location>0"): '0' follows '/' in ASCII.
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 9)).collect();
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 10)).collect();
     // One branch per index lookup: an OR of the two made the planner scan every row of the
     // warehouse, so creates slowed down linearly with the catalog's size.
     let exact = format!("location IN ({})", placeholders.join(", "));
@@ -157,7 +160,8 @@ pub(crate) async fn check_overlap(
         branches.push(format!("SELECT name FROM location_reservations WHERE {reserved} AND {within}"));
         branches.push(format!(
             "SELECT location FROM location_leases \
-             WHERE warehouse_id = $1 AND expires_at > $4 AND NOT (tabular_uuid <> '' AND tabular_uuid = $8) \
+             WHERE warehouse_id = $1 AND expires_at > $4 \
+             AND NOT (tabular_uuid <> '' AND tabular_uuid = $8 AND principal = $9) \
              AND {within}"
         ));
     }
@@ -172,7 +176,8 @@ pub(crate) async fn check_overlap(
         .bind(reserved_namespace)
         .bind(reserved_name)
         .bind(reserved_by)
-        .bind(own.uuid.unwrap_or(""));
+        .bind(own.uuid.unwrap_or(""))
+        .bind(own.leased_by.unwrap_or(""));
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
@@ -377,7 +382,12 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
             let had = recorded_locations_in(&mut tx, &swap.id).await?;
             let uuid = uuid_of(&swap.metadata);
             for location in std::iter::once(&swap.location).chain(&swap.extra_locations) {
-                let own = Own { tabular_id: Some(&swap.id), uuid: Some(&uuid), ..Own::default() };
+                let own = Own {
+                    tabular_id: Some(&swap.id),
+                    uuid: Some(&uuid),
+                    leased_by: Some(&write.principal),
+                    ..Own::default()
+                };
                 check_overlap(&mut tx, &swap.warehouse_id, location, own).await?;
                 if let Some(namespace) = namespace.as_ref().filter(|_| !had.contains(location)) {
                     check_namespace_dirs(&mut tx, &swap.warehouse_id, namespace, location).await?;
@@ -495,15 +505,17 @@ async fn drop(
         let uuid = uuid_of(&tabular.metadata);
         for location in std::iter::once(&tabular.location).chain(&extra) {
             sqlx::query(
-                "INSERT INTO location_leases (warehouse_id, location, tabular_uuid, expires_at) VALUES ($1, $2, $3, $4)",
+                "INSERT INTO location_leases (warehouse_id, location, tabular_uuid, expires_at, principal) \
+                 VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(warehouse_id)
             .bind(location)
             .bind(&uuid)
             .bind(lease_until_ms)
-                .execute(&mut *tx)
-                .await
-                .map_err(db_error)?;
+            .bind(&write.principal)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         }
     }
     store.commit_write(tx, write).await?;
@@ -578,7 +590,7 @@ impl TabularStore for SqlStore {
             // A staged create reserves for the table it will be: a view of the name is not it.
             let reserved_as =
                 (new.kind == TabularKind::Table).then_some((namespace_id.as_str(), new.name, write.principal.as_str()));
-            let own = Own { reserved_as, uuid: Some(&uuid), ..Own::default() };
+            let own = Own { reserved_as, uuid: Some(&uuid), leased_by: Some(&write.principal), ..Own::default() };
             check_overlap(&mut tx, new.warehouse_id, location, own).await?;
             check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
         }

@@ -388,11 +388,13 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
     };
     refused(store.create_tabular(&b, &row("t", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
     store.create_tabular(&a, &row("t", r#"{"table-uuid": "u1"}"#)).await.unwrap();
-    // Dropped with a lease: kept from other tables and namespaces, not from the same table.
-    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "t", TabularKind::Table, until).await.unwrap().unwrap();
+    // Dropped with a lease: kept from other tables and namespaces, and from the same table
+    // registered again by anyone but the principal that dropped it.
+    store.drop_tabular(&a, &wh, &ns("db"), "t", TabularKind::Table, until).await.unwrap().unwrap();
     refused(store.create_tabular(&a, &row("other", r#"{"table-uuid": "u2"}"#)).await.map(|_| ()));
     refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
-    store.create_tabular(&b, &row("again", r#"{"table-uuid": "u1"}"#)).await.unwrap();
+    refused(store.create_tabular(&b, &row("again", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
+    store.create_tabular(&a, &row("again", r#"{"table-uuid": "u1"}"#)).await.unwrap();
     // Leases do not hold a namespace: once its tables are gone it is dropped.
     store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "again", TabularKind::Table, until).await.unwrap().unwrap();
     store.drop_namespace(&WriteContext::NONE, &wh, &ns("db")).await.unwrap();

@@ -33,16 +33,20 @@ pub async fn get_config(
 ) -> Result<Json<CatalogConfig>, ApiError> {
     let warehouse = state.catalog.config(&ctx, query.warehouse.as_deref()).await?;
     // The separator percent-encoded, as the spec asks (`%1F` unless configured otherwise).
-    let separator = percent_encoding::utf8_percent_encode(
-        &state.namespace_separator.to_string(),
-        percent_encoding::NON_ALPHANUMERIC,
-    )
-    .to_string();
-    let overrides =
-        BTreeMap::from([("prefix".to_owned(), warehouse.id), ("namespace-separator".to_owned(), separator)]);
+    let separator = state.catalog.namespace_separator();
+    let encoded =
+        percent_encoding::utf8_percent_encode(&separator.to_string(), percent_encoding::NON_ALPHANUMERIC).to_string();
+    let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id), ("namespace-separator".to_owned(), encoded)]);
+    // PyIceberg's own suites read this catalog property to know that namespace levels cannot
+    // hold a dot (with `.` as the separator they cannot).
+    let defaults = if separator == '.' {
+        BTreeMap::from([("supports_dot_in_identifier".to_owned(), "false".to_owned())])
+    } else {
+        BTreeMap::new()
+    };
     Ok(Json(CatalogConfig {
         overrides,
-        defaults: BTreeMap::new(),
+        defaults,
         endpoints: state.endpoints.as_ref().clone(),
         idempotency_key_lifetime: Some(crate::idempotency::iso8601(state.idempotency_lifetime)),
     }))

@@ -32,10 +32,7 @@ pub async fn list_namespaces(
     Path(PrefixPath { prefix }): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
-    let parent = match query.parent.as_deref() {
-        Some(parent) => Some(state.catalog.namespace_param(&prefix, parent, state.namespace_separator).await),
-        None => None,
-    };
+    let parent = query.parent.as_deref().map(|parent| state.catalog.namespace_param(parent));
     let (parent, page_token) = (parent.as_deref(), query.page_token.as_deref());
     let listing = state.catalog.list_namespaces(&ctx, &prefix, parent, page_token, query.page_size).await?;
     Ok(Json(ListNamespacesResponse {

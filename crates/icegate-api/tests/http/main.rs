@@ -6,6 +6,7 @@ mod config;
 mod faults;
 mod idempotency;
 mod layer;
+mod local_files;
 mod management;
 mod namespaces;
 mod oidc;

@@ -58,22 +58,12 @@ impl Catalog {
     /// parsed metadata (and the layout of its document), from memory when a commit or load has
     /// seen that metadata file already.
     async fn load_current(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Current>> {
-        let key = commit_head_key(warehouse, table);
-        let hints = self.commit_heads().generation();
-        // Committed through this replica last time, and still in memory: no head to read. The
-        // swap checks that the row still has that metadata location under this name.
-        if let Some(head) = self.commit_heads().get(&key, |_| true)
-            && let Some(Cached { document, gzip, parsed: Some(metadata), layout, .. }) =
-                self.metadata_cache().get(&head.metadata_location)
-        {
-            return Ok(Some(Current { head, document, gzip, metadata, layout, hints }));
-        }
         let head =
             self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
         let Some(head) = head else { return Ok(None) };
         let (head, document, gzip) = match self.metadata_cache().get(&head.metadata_location) {
             Some(Cached { document, gzip, parsed: Some(metadata), layout, .. }) => {
-                return Ok(Some(Current { head, document, gzip, metadata, layout, hints }));
+                return Ok(Some(Current { head, document, gzip, metadata, layout }));
             }
             // A load cached the document: parse it rather than read the row again.
             Some(Cached { document, gzip, .. }) => (head, document, gzip),
@@ -86,7 +76,7 @@ impl Catalog {
         let metadata = Arc::new(parse_stored(&head.id, &document)?);
         let entry = Cached::new(document.clone(), gzip.clone(), Some(metadata.clone()), None);
         self.metadata_cache().insert(&head.metadata_location, entry);
-        Ok(Some(Current { head, document, gzip, metadata, layout: None, hints }))
+        Ok(Some(Current { head, document, gzip, metadata, layout: None }))
     }
 
     /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
@@ -177,7 +167,7 @@ impl Catalog {
 
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
-        let Current { head: row, document, gzip, metadata: base, layout, hints } = current;
+        let Current { head: row, document, gzip, metadata: base, layout } = current;
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             let refs = || match &layout {
@@ -194,7 +184,6 @@ impl Catalog {
                 new_locations: Vec::new(),
                 extra: Extra {
                     written: None,
-                    hints,
                     result: TableResult {
                         id: Some(row.id),
                         metadata_location: Some(row.metadata_location),
@@ -256,7 +245,6 @@ impl Catalog {
                     access: AccessLevel::ReadWrite,
                 },
                 written: Some((written, Arc::new(metadata))),
-                hints,
                 expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
                 delete_expired,
             },
@@ -305,8 +293,6 @@ pub(crate) struct TableCommit {
 pub(crate) struct Extra {
     /// The new document and metadata (with a swap), for the cache.
     written: Option<(document::Written, Arc<TableMetadata>)>,
-    /// The generation of the commit heads when the table's state was read (see `TtlCache`).
-    hints: u64,
     result: TableResult,
     /// Metadata files that fell out of the log, and whether to delete them.
     expired: Vec<String>,
@@ -320,13 +306,6 @@ struct Current {
     gzip: Option<Arc<[u8]>>,
     metadata: Arc<TableMetadata>,
     layout: Option<Arc<Layout>>,
-    /// The generation of the commit heads before the state was read.
-    hints: u64,
-}
-
-/// A table's key among the commit heads.
-pub(crate) fn commit_head_key(warehouse: &Warehouse, table: &TableIdent) -> (String, String, String) {
-    (warehouse.id.clone(), table.namespace.encoded(), table.name.clone())
 }
 
 impl MetadataKind for TableCommit {
@@ -384,15 +363,6 @@ impl MetadataKind for TableCommit {
 
     async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
         let Staged { ident, swap, extra, .. } = staged;
-        if let (Some(swap), Some(id)) = (&swap, &extra.result.id) {
-            let head = TabularHead {
-                id: id.clone(),
-                location: swap.location.clone(),
-                metadata_location: swap.metadata_location.clone(),
-            };
-            let key = commit_head_key(warehouse, &ident);
-            catalog.commit_heads().offer(extra.hints, key, head, std::time::Instant::now());
-        }
         if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
             let entry = Cached::new(written.text, Some(written.gzip), Some(parsed), written.layout);
             catalog.metadata_cache().insert(location, entry);
@@ -404,12 +374,6 @@ impl MetadataKind for TableCommit {
             }
         }
         extra.result
-    }
-
-    fn lost(&self, catalog: &Catalog, staged: &[Staged<Extra>]) {
-        for commit in staged.iter().filter(|s| s.swap.is_some()) {
-            catalog.commit_heads().remove(&commit_head_key(&commit.extra.result.warehouse, &commit.ident));
-        }
     }
 
     fn gave_up(&self) -> CatalogError {

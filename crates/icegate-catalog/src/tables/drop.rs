@@ -40,20 +40,32 @@ impl Catalog {
             kind: TabularKind::Table,
         };
         ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
-        // Credentials vended for the table may still work: its locations are leased as on a drop.
-        let lease = self.credentials_valid_until(&warehouse, 0);
-        let dropped = self
-            .store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_table(&table))?;
-        self.commit_heads().remove(&super::commit::commit_head_key(&warehouse, &table));
-        ctx.access_changed();
+        let dropped = self.remove_table(ctx, &warehouse, &table).await?;
         tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
         Ok(Unregistered {
             metadata_location: dropped.tabular.metadata_location,
             metadata: dropped.tabular.metadata.into(),
         })
+    }
+
+    /// Deletes a table's row (for a drop or an unregister), answering what it was.
+    async fn remove_table(
+        &self,
+        ctx: &RequestContext,
+        warehouse: &crate::store::Warehouse,
+        table: &TableIdent,
+    ) -> Result<crate::store::Dropped> {
+        // Credentials vended for the table while it existed may work this long: its locations
+        // are leased that long.
+        let lease = self.credentials_valid_until(warehouse, 0);
+        let dropped = self
+            .store()
+            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_table(table))?;
+        // Grants follow objects: a table made anew under this name is another one.
+        ctx.access_changed();
+        Ok(dropped)
     }
 
     /// dropTable; with `purge`, every file below the table's location goes too (and nothing
@@ -70,17 +82,7 @@ impl Catalog {
         let (warehouse, _) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
             .await?;
-        // Credentials vended for the table while it existed may work this long: its locations
-        // are leased that long.
-        let lease = self.credentials_valid_until(&warehouse, 0);
-        let dropped = self
-            .store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_table(&table))?;
-        self.commit_heads().remove(&super::commit::commit_head_key(&warehouse, &table));
-        // Grants follow objects: a table made anew under this name is another one.
-        ctx.access_changed();
+        let dropped = self.remove_table(ctx, &warehouse, &table).await?;
         if purge {
             // Exactly the locations the catalog recorded for the table (each checked to be the
             // table's alone when it was set), never paths read from its metadata or manifests:

@@ -59,9 +59,6 @@ impl Catalog {
         self.store()
             .rename_tabular(&ctx.write(), &warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name))
             .await?;
-        for name in [&from, &to] {
-            self.commit_heads().remove(&super::commit::commit_head_key(&warehouse, name));
-        }
         // Grants follow objects, and decisions are cached by name.
         ctx.access_changed();
         Ok(())
