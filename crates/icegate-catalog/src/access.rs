@@ -120,6 +120,10 @@ pub struct Holdings {
     /// The earliest expiry of the grants these holdings come from (milliseconds since the
     /// epoch): a cached decision is not used past it.
     pub expires_at_ms: Option<i64>,
+    /// For a table or view target: the id of the one its name meant when these were read
+    /// (`None`: none). Grants follow objects, names do not: an operation on a table checks that
+    /// it is the one decided about (see `RequestContext::confirm`).
+    pub object: Option<String>,
 }
 
 impl Holdings {
@@ -209,11 +213,11 @@ mod tests {
         let none = Holdings::default();
         let err = decide(&none, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
         assert!(matches!(err, CatalogError::NotFound { .. }));
-        let below = Holdings { direct: HashSet::new(), below: true, expires_at_ms: None };
+        let below = Holdings { direct: HashSet::new(), below: true, ..Holdings::default() };
         assert!(decide(&below, Privilege::Describe, || CatalogError::no_such_table("t")).is_ok());
         let err = decide(&below, Privilege::Read, || CatalogError::no_such_table("t")).unwrap_err();
         assert!(matches!(err, CatalogError::Forbidden(_)));
-        let reader = Holdings { direct: HashSet::from([Privilege::Read]), below: false, expires_at_ms: None };
+        let reader = Holdings { direct: HashSet::from([Privilege::Read]), ..Holdings::default() };
         assert!(decide(&reader, Privilege::Read, || CatalogError::no_such_table("t")).is_ok());
         assert!(matches!(
             decide(&reader, Privilege::Write, || CatalogError::no_such_table("t")),
@@ -398,6 +402,17 @@ impl Authorizer {
             active.offer(generation, id.to_owned(), (), read_at);
         }
         Ok(exists)
+    }
+
+    /// What `principal` holds on `target`, read from the store now (and cached for the next
+    /// requests): for a decision whose cached answer was about another object of that name.
+    pub async fn holdings_now(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
+        let now = now_ms();
+        let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
+        let (generation, read_at) = (cache.generation(), std::time::Instant::now());
+        let holdings = self.access.holdings(principal, target, now).await?;
+        cache.offer(generation, (principal.to_owned(), target.clone()), holdings.clone(), read_at);
+        Ok(holdings)
     }
 
     /// What `principal` holds on `target` now (cached as described above). Services decide

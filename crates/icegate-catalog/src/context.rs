@@ -189,6 +189,15 @@ impl RequestContext {
 
     /// What the caller holds on `target`, and whether that allows `privilege` (recorded).
     async fn decide(&self, target: &Target, privilege: Privilege) -> Result<(Outcome, Allowed)> {
+        self.decide_with(target, privilege, false).await
+    }
+
+    /// [`decide`](Self::decide) on holdings read now, not from the authorizer's cache.
+    async fn decide_now(&self, target: &Target, privilege: Privilege) -> Result<(Outcome, Allowed)> {
+        self.decide_with(target, privilege, true).await
+    }
+
+    async fn decide_with(&self, target: &Target, privilege: Privilege, now: bool) -> Result<(Outcome, Allowed)> {
         let (id, authorizer) = match (&self.caller, &self.authorizer) {
             (Caller::Unrestricted, _) => {
                 self.record(target, privilege, Outcome::Unrestricted);
@@ -201,7 +210,8 @@ impl RequestContext {
                 return Err(CatalogError::Forbidden("no authorization for this request".into()));
             }
         };
-        let holdings = authorizer.holdings(id, target).await?;
+        let holdings =
+            if now { authorizer.holdings_now(id, target).await? } else { authorizer.holdings(id, target).await? };
         let outcome = outcome(&holdings, privilege);
         self.record(target, privilege, outcome);
         Ok((outcome, Allowed { principal: Some(id.clone()), holdings: Some(holdings) }))
@@ -219,6 +229,43 @@ impl RequestContext {
         let (outcome, allowed) = self.decide(target, privilege).await?;
         answer(outcome, privilege, not_found)?;
         Ok(allowed)
+    }
+
+    /// After an operation read the table or view `target` names (its id: `object`): confirms
+    /// that `allowed`, decided by name before, was about that object. A name can change meaning
+    /// while a decision is cached (a rename through another replica) or between the decision
+    /// and the read: then the decision is made again, now, and stands only if it is about that
+    /// object; if the name means yet another one, `changed` says so (for the caller to retry).
+    pub async fn confirm(
+        &self,
+        target: &Target,
+        privilege: Privilege,
+        allowed: Allowed,
+        object: &str,
+        not_found: impl FnOnce() -> CatalogError,
+        changed: impl FnOnce() -> CatalogError,
+    ) -> Result<Allowed> {
+        let about = |allowed: &Allowed| allowed.holdings.as_ref().is_none_or(|h| h.object.as_deref() == Some(object));
+        if about(&allowed) {
+            return Ok(allowed);
+        }
+        let (outcome, allowed) = self.decide_now(target, privilege).await?;
+        answer(outcome, privilege, not_found)?;
+        if about(&allowed) { Ok(allowed) } else { Err(changed()) }
+    }
+
+    /// [`require`](Self::require) then [`confirm`](Self::confirm): for an operation that has
+    /// read the object first.
+    pub async fn require_on(
+        &self,
+        target: &Target,
+        privilege: Privilege,
+        object: &str,
+        not_found: impl Fn() -> CatalogError,
+        changed: impl FnOnce() -> CatalogError,
+    ) -> Result<Allowed> {
+        let allowed = self.require(target, privilege, &not_found).await?;
+        self.confirm(target, privilege, allowed, object, &not_found, changed).await
     }
 
     /// Whether the caller holds `privilege` on `target`, without failing (recorded all the same).

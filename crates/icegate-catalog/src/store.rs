@@ -282,15 +282,16 @@ pub trait TabularStore: Send + Sync {
     async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
     /// Deletes a table or view and returns what it was, `None` when it did not exist. Until
     /// `lease_until_ms` (when credentials vended for it expire; 0: no lease) its locations stay
-    /// out of reach of other tables, views, staged creates and namespaces.
+    /// out of reach of other tables, views, staged creates and namespaces. With `expected_id`,
+    /// only that table or view is dropped (`None` when the name means another one now).
     async fn drop_tabular(
         &self,
         write: &WriteContext,
         warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
+        tabular: (&NamespaceIdent, &str),
         kind: TabularKind,
         lease_until_ms: i64,
+        expected_id: Option<&str>,
     ) -> Result<Option<Dropped>>;
     /// Every location recorded for a table or view: its base location and every other location
     /// it owns (current extra locations and those it moved away from).
@@ -326,6 +327,8 @@ pub trait TabularStore: Send + Sync {
     ) -> Result<()>;
     /// Moves a table or view to another name, possibly in another namespace of the warehouse.
     /// `NotFound` (the source, or the target namespace), `AlreadyExists` (the target name).
+    /// With `expected_id`, only that table or view is moved (`NotFound` when the source name
+    /// means another one now).
     async fn rename_tabular(
         &self,
         write: &WriteContext,
@@ -333,6 +336,7 @@ pub trait TabularStore: Send + Sync {
         kind: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
+        expected_id: Option<&str>,
     ) -> Result<()>;
     /// Names of a namespace's tables or views, in byte order. `NotFound(Namespace)`.
     async fn list_tabulars(

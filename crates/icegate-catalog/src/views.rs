@@ -183,9 +183,14 @@ impl Catalog {
         privilege: Privilege,
     ) -> Result<ViewResult> {
         let view = Self::view_ident(namespace, name)?;
-        let (warehouse, _) =
+        let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, privilege).await?;
-        let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(|| CatalogError::no_such_view(&view))?;
+        let missing = || CatalogError::no_such_view(&view);
+        let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(missing)?;
+        // The decision was about the view read (a name can change meaning meanwhile).
+        let target = crate::authorization::tabular_target(&warehouse, &view.namespace, &view.name, TabularKind::View);
+        let changed = || CatalogError::Unavailable(format!("{view} was renamed or replaced while loading; retry"));
+        ctx.confirm(&target, privilege, allowed, &row.id, missing, changed).await?;
         Ok(ViewResult { metadata_location: row.metadata_location, metadata_json: row.metadata })
     }
 
@@ -201,14 +206,25 @@ impl Catalog {
 
     pub async fn drop_view(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
         let view = Self::view_ident(namespace, name)?;
-        let (warehouse, _) =
+        let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Drop).await?;
+        let missing = || CatalogError::no_such_view(&view);
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &view.namespace, &view.name, TabularKind::View)
+            .await?
+            .ok_or_else(missing)?;
+        // The view decided about (by id) is the one dropped, and no other.
+        let target = crate::authorization::tabular_target(&warehouse, &view.namespace, &view.name, TabularKind::View);
+        let changed = || CatalogError::Unavailable(format!("{view} was renamed or replaced meanwhile; retry"));
+        ctx.confirm(&target, Privilege::Drop, allowed, &head.id, missing, changed).await?;
         // No credentials are vended for views: nothing to keep their locations for.
         let lease = 0;
+        let (namespace, name) = (&view.namespace, &view.name);
         self.store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &view.namespace, &view.name, TabularKind::View, lease)
+            .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, lease, Some(&head.id))
             .await?
-            .ok_or_else(|| CatalogError::no_such_view(&view))?;
+            .ok_or_else(missing)?;
         // Grants follow objects: a view made anew under this name is another one.
         ctx.access_changed();
         Ok(())
@@ -283,13 +299,19 @@ impl MetadataKind for ViewCommit {
     async fn stage(
         &self,
         catalog: &Catalog,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
         warehouse: &Warehouse,
         changes: &[ViewChange],
     ) -> Result<Staging<ViewResult, ViewResult>> {
         let mut staged = Vec::with_capacity(changes.len());
         for ViewChange { view, requirements, updates } in changes {
-            let row = catalog.load_view_row(warehouse, view).await?.ok_or_else(|| CatalogError::no_such_view(view))?;
+            let missing = || CatalogError::no_such_view(view);
+            let row = catalog.load_view_row(warehouse, view).await?.ok_or_else(missing)?;
+            // Decided about the view this commit changes (by id), not only its name.
+            let target =
+                crate::authorization::tabular_target(warehouse, &view.namespace, &view.name, TabularKind::View);
+            let renamed = || CatalogError::CommitFailed(format!("{view} was renamed or replaced meanwhile; retry"));
+            ctx.require_on(&target, Privilege::Write, &row.id, missing, renamed).await?;
             let base = parse_view(&row.metadata, "in the store")?;
             for requirement in requirements {
                 let ViewRequirement::AssertViewUuid { uuid } = requirement;

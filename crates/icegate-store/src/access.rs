@@ -1,7 +1,5 @@
 //! Principals, roles, memberships, grants and server settings; the authorization query.
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
 use icegate_catalog::access::{
     AccessStore, GrantRecord, Holdings, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
@@ -608,7 +606,17 @@ impl AccessStore for SqlStore {
                 "1 = 0".to_owned(),
             ),
         };
-        // One round trip: what applies to the target, and whether anything below it is held.
+        // For a table or view, the id its name means now, in a row of its own (`below` 2): the
+        // decision is tied to that object (grants follow objects, names do not).
+        let object = if tabular.is_some() {
+            " UNION ALL SELECT t.id AS privilege, 2 AS below, NULL AS expires_at FROM tabulars t \
+             JOIN namespaces n ON n.id = t.namespace_id \
+             WHERE n.warehouse_id = $3 AND n.name = $4 AND t.name = $5 AND t.kind = $6"
+        } else {
+            ""
+        };
+        // One round trip: what applies to the target, whether anything below it is held, and
+        // which object it names.
         let sql = format!(
             "SELECT g.privilege, 0 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
              WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({direct_scope}) \
@@ -616,7 +624,7 @@ impl AccessStore for SqlStore {
              UNION ALL \
              SELECT g.privilege, 1 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
              WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope}) \
-             AND {SERVER_GRANTS_NOT_BY_CLAIM}"
+             AND {SERVER_GRANTS_NOT_BY_CLAIM}{object}"
         );
         let (name, kind) =
             tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
@@ -633,13 +641,17 @@ impl AccessStore for SqlStore {
             query = query.bind(ancestor.as_str());
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
-        let mut holdings = Holdings { direct: HashSet::new(), below: false, expires_at_ms: None };
+        let mut holdings = Holdings::default();
         for row in rows {
-            let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
             let below: i32 = row
                 .try_get::<i32, _>("below")
                 .or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32))
                 .map_err(db_error)?;
+            if below == 2 {
+                holdings.object = Some(row.try_get("privilege").map_err(db_error)?);
+                continue;
+            }
+            let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
             let expires: Option<i64> = row.try_get("expires_at").map_err(db_error)?;
             if let Some(expires) = expires {
                 holdings.expires_at_ms = Some(holdings.expires_at_ms.map_or(expires, |e| e.min(expires)));

@@ -456,6 +456,7 @@ async fn drop(
     write: &WriteContext,
     (warehouse_id, namespace, name, kind): (&str, &NamespaceIdent, &str, TabularKind),
     lease_until_ms: i64,
+    expected_id: Option<&str>,
 ) -> Result<Option<Dropped>, CatalogError> {
     let mut tx = store.begin_write().await?;
     // FOR UPDATE (PostgreSQL): a concurrent commit that moves the table's extra locations ends
@@ -474,6 +475,10 @@ async fn drop(
     .map_err(db_error)?;
     let Some(found) = found else { return Ok(None) };
     let id: String = found.try_get("id").map_err(db_error)?;
+    // The name means another table or view now than the one the caller decided about.
+    if expected_id.is_some_and(|expected| expected != id) {
+        return Ok(None);
+    }
     let extra: Vec<String> =
         sqlx::query("SELECT location FROM tabular_locations WHERE tabular_id = $1 ORDER BY location")
             .bind(&id)
@@ -529,6 +534,7 @@ async fn rename(
     kind: TabularKind,
     from: (&NamespaceIdent, &str),
     to: (&NamespaceIdent, &str),
+    expected_id: Option<&str>,
 ) -> Result<(), CatalogError> {
     let not_found = |ns: &NamespaceIdent, name: &str| match kind {
         TabularKind::Table => CatalogError::no_such_table(format!("{ns}.{name}")),
@@ -548,6 +554,9 @@ async fn rename(
     .map_err(db_error)?
     .ok_or_else(|| not_found(from.0, from.1))?;
     let id: String = source.try_get("id").map_err(db_error)?;
+    if expected_id.is_some_and(|expected| expected != id) {
+        return Err(not_found(from.0, from.1));
+    }
     let target_namespace =
         id_of(&mut *tx, warehouse_id, to.0).await?.ok_or_else(|| CatalogError::no_such_namespace(to.0))?;
     let updated = sqlx::query("UPDATE tabulars SET namespace_id = $1, name = $2, updated_at = $3 WHERE id = $4")
@@ -699,18 +708,21 @@ impl TabularStore for SqlStore {
         &self,
         write: &WriteContext,
         warehouse_id: &str,
-        namespace: &NamespaceIdent,
-        name: &str,
+        (namespace, name): (&NamespaceIdent, &str),
         kind: TabularKind,
         lease_until_ms: i64,
+        expected_id: Option<&str>,
     ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return drop(self, write, (warehouse_id, namespace, name, kind), lease_until_ms).await;
+            return drop(self, write, (warehouse_id, namespace, name, kind), lease_until_ms, expected_id).await;
         };
+        let expected_id = expected_id.map(str::to_owned);
         let (store, write, warehouse_id, namespace, name) =
             (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
         icegate_catalog::tasks::detached(async move {
-            let dropped = drop(&store, &write, (&warehouse_id, &namespace, &name, kind), lease_until_ms).await;
+            let dropped =
+                drop(&store, &write, (&warehouse_id, &namespace, &name, kind), lease_until_ms, expected_id.as_deref())
+                    .await;
             heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
             dropped
         })
@@ -807,14 +819,18 @@ impl TabularStore for SqlStore {
         kind: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
+        expected_id: Option<&str>,
     ) -> Result<(), CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return rename(self, write, warehouse_id, kind, from, to).await;
+            return rename(self, write, warehouse_id, kind, from, to, expected_id).await;
         };
         let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
         let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
+        let expected_id = expected_id.map(str::to_owned);
         icegate_catalog::tasks::detached(async move {
-            let renamed = rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1)).await;
+            let renamed =
+                rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1), expected_id.as_deref())
+                    .await;
             heads.forget_key(&heads::key(&warehouse_id, &from.0, &from.1, kind));
             heads.forget_key(&heads::key(&warehouse_id, &to.0, &to.1, kind));
             renamed

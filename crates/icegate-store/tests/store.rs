@@ -390,13 +390,17 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
     store.create_tabular(&a, &row("t", r#"{"table-uuid": "u1"}"#)).await.unwrap();
     // Dropped with a lease: kept from other tables and namespaces, and from the same table
     // registered again by anyone but the principal that dropped it.
-    store.drop_tabular(&a, &wh, &ns("db"), "t", TabularKind::Table, until).await.unwrap().unwrap();
+    store.drop_tabular(&a, &wh, (&ns("db"), "t"), TabularKind::Table, until, None).await.unwrap().unwrap();
     refused(store.create_tabular(&a, &row("other", r#"{"table-uuid": "u2"}"#)).await.map(|_| ()));
     refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
     refused(store.create_tabular(&b, &row("again", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
     store.create_tabular(&a, &row("again", r#"{"table-uuid": "u1"}"#)).await.unwrap();
     // Leases do not hold a namespace: once its tables are gone it is dropped.
-    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "again", TabularKind::Table, until).await.unwrap().unwrap();
+    store
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "again"), TabularKind::Table, until, None)
+        .await
+        .unwrap()
+        .unwrap();
     store.drop_namespace(&WriteContext::NONE, &wh, &ns("db")).await.unwrap();
 }
 
@@ -514,13 +518,19 @@ async fn extra_locations_take_part_in_the_overlap_check(db: TestDatabase) {
     let recorded: BTreeSet<String> = store.recorded_locations(&b).await.unwrap().into_iter().collect();
     let expected = ["file:///w/db/b", "file:///w/db/b-moved", "file:///w/shared/b-data", "file:///w/shared/b-data-2"];
     assert_eq!(recorded, expected.iter().map(|l| l.to_string()).collect());
-    let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "b", TabularKind::Table, 0).await.unwrap().unwrap();
+    let dropped = store
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "b"), TabularKind::Table, 0, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(dropped.extra_locations.len(), 3, "{dropped:?}");
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
     // Dropping a table releases its extra locations, and says which they were (for a purge).
-    let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "a", TabularKind::Table, 0).await.unwrap().unwrap();
+    let dropped = store
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "a"), TabularKind::Table, 0, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(dropped.extra_locations, ["file:///w/shared/a-data"]);
     let _ = a;
     table_with(store, &wh, "d", "file:///w/shared/a-data", &[]).await.unwrap();
@@ -585,7 +595,7 @@ async fn a_swap_applies_only_against_the_expected_location(db: TestDatabase) {
     assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::View).await.unwrap().is_none());
     // Renamed meanwhile: a swap addressed to the old name conflicts, to the new one applies.
     store
-        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"), None)
         .await
         .unwrap();
     assert_eq!(
@@ -632,8 +642,11 @@ async fn a_document_stored_compressed_reads_back_as_its_text(db: TestDatabase) {
     again.metadata = text.as_str().into();
     again.metadata_gzip = Some(gzip.into());
     store.swap_metadata(&WriteContext::NONE, &[again]).await.unwrap();
-    let dropped =
-        store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "t", TabularKind::Table, 0).await.unwrap().unwrap();
+    let dropped = store
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "t"), TabularKind::Table, 0, None)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(dropped.tabular.metadata, text);
 }
 
@@ -711,19 +724,19 @@ async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     table(store, &wh, "t", "file:///w/db/t").await.unwrap();
     table(store, &wh, "u", "file:///w/db/u").await.unwrap();
     let err = store
-        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"), None)
         .await
         .unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
     store
-        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("other"), "moved"))
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("other"), "moved"), None)
         .await
         .unwrap();
     assert!(store.load_tabular(&wh, &ns("other"), "moved", TabularKind::Table).await.unwrap().is_some());
     let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("other")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
     let dropped = store
-        .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table, 0)
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("other"), "moved"), TabularKind::Table, 0, None)
         .await
         .unwrap()
         .unwrap();
@@ -731,7 +744,7 @@ async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     assert!(dropped.extra_locations.is_empty());
     assert!(
         store
-            .drop_tabular(&WriteContext::NONE, &wh, &ns("other"), "moved", TabularKind::Table, 0)
+            .drop_tabular(&WriteContext::NONE, &wh, (&ns("other"), "moved"), TabularKind::Table, 0, None)
             .await
             .unwrap()
             .is_none()
@@ -761,12 +774,12 @@ async fn heads_follow_every_write(db: TestDatabase) {
     );
     assert_eq!(head("t").await.unwrap().metadata_location, "v1");
     store
-        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"))
+        .rename_tabular(&WriteContext::NONE, &wh, TabularKind::Table, (&ns("db"), "t"), (&ns("db"), "u"), None)
         .await
         .unwrap();
     assert!(head("t").await.is_none());
     assert_eq!(head("u").await.unwrap().id, id);
-    store.drop_tabular(&WriteContext::NONE, &wh, &ns("db"), "u", TabularKind::Table, 0).await.unwrap().unwrap();
+    store.drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "u"), TabularKind::Table, 0, None).await.unwrap().unwrap();
     assert!(head("u").await.is_none());
     let again = table(store, &wh, "u", "file:///w/db/u2").await.unwrap();
     assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");

@@ -571,7 +571,70 @@ async fn unregister_needs_drop_and_read(app: TestApp) {
     assert_eq!(call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await.0, 404, "gone");
 }
 
+/// A second replica on the same database, sharing nothing in memory with `app` (its own
+/// authorization and metadata caches), as a second icegate process would.
+async fn replica(app: &TestApp) -> TestApp {
+    use std::sync::Arc;
+    let db = app._db.as_ref().expect("spawned app");
+    let store: Arc<dyn icegate_catalog::CatalogStore> = Arc::new(db.store.clone());
+    let access: Arc<dyn icegate_catalog::access::AccessStore> = Arc::new(db.store.clone());
+    let name = icegate_catalog::WarehouseName::parse("default").unwrap();
+    let mut other =
+        TestApp::serve_with(store, access, true, Vec::new(), Some(name), crate::common::default_options()).await;
+    other.prefix = app.prefix.clone();
+    other
+}
+
+/// Grants follow tables, not names: a decision cached on one replica for a name (by a load) is
+/// not used for another table that took the name through another replica meanwhile. The
+/// writer's commit, load and drop through the first replica reach nothing of the table that
+/// now holds the name; its grant went along with its own table to the new name.
+async fn decisions_follow_tables_not_names_across_replicas(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    seed(&app, &admin).await;
+    let other = replica(&app).await;
+    let grants = [("read", table(&["db"], "t1")), ("write", table(&["db"], "t1")), ("drop", table(&["db"], "t1"))];
+    let writer = principal(&app, &admin, "writer", &grants).await;
+    let t1 = "/v1/{prefix}/namespaces/db/tables/t1";
+    let (status, own) = call(&app, &writer, Method::GET, t1, None).await;
+    assert_eq!(status, 200, "{own}");
+    let (_, victim) = call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/db/tables/t2", None).await;
+    // Through the other replica: t1 -> t1_old, t2 -> t1 (this replica's caches know nothing of it).
+    for (from, to) in [("t1", "t1_old"), ("t2", "t1")] {
+        let rename =
+            json!({"source": {"namespace": ["db"], "name": from}, "destination": {"namespace": ["db"], "name": to}});
+        let (status, body) = call(&other, &admin, Method::POST, "/v1/{prefix}/tables/rename", Some(rename)).await;
+        assert_eq!(status, 204, "{body}");
+    }
+    let (_, now_t1) = call(&other, &admin, Method::GET, t1, None).await;
+    assert_eq!(now_t1["metadata"]["table-uuid"], victim["metadata"]["table-uuid"]);
+
+    let (status, body) = call(&app, &writer, Method::GET, t1, None).await;
+    assert_eq!(status, 404, "the other table's metadata: {body}");
+    let stolen = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"stolen": "yes"}}]});
+    let (status, body) = call(&app, &writer, Method::POST, t1, Some(stolen.clone())).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = call(&app, &writer, Method::DELETE, t1, None).await;
+    assert_eq!(status, 404, "{body}");
+    let away =
+        json!({"source": {"namespace": ["db"], "name": "t1"}, "destination": {"namespace": ["db"], "name": "mine"}});
+    let (status, body) = call(&app, &writer, Method::POST, "/v1/{prefix}/tables/rename", Some(away)).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, after) = call(&other, &admin, Method::GET, t1, None).await;
+    assert_eq!(status, 200, "still there: {after}");
+    assert_eq!(after["metadata"]["table-uuid"], victim["metadata"]["table-uuid"]);
+    assert!(after["metadata"]["properties"].get("stolen").is_none(), "{after}");
+    assert_eq!(after["metadata-location"], victim["metadata-location"], "unchanged");
+
+    // Its own table, under its new name, is still its own.
+    let (status, body) =
+        call(&app, &writer, Method::POST, "/v1/{prefix}/namespaces/db/tables/t1_old", Some(stolen)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["table-uuid"], own["metadata"]["table-uuid"]);
+}
+
 secured_http_tests!(
+    decisions_follow_tables_not_names_across_replicas,
     unregister_needs_drop_and_read,
     every_operation_is_closed_to_strangers,
     tokens_are_issued_for_client_credentials_only,

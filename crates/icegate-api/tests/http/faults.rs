@@ -201,12 +201,12 @@ impl TabularStore for FaultyStore {
         &self,
         x: &WriteContext,
         w: &str,
-        ns: &NamespaceIdent,
-        n: &str,
+        tabular: (&NamespaceIdent, &str),
         k: TabularKind,
         lease: i64,
+        expected: Option<&str>,
     ) -> Result<Option<Dropped>> {
-        self.inner.drop_tabular(x, w, ns, n, k, lease).await
+        self.inner.drop_tabular(x, w, tabular, k, lease, expected).await
     }
     async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
         self.inner.recorded_locations(id).await
@@ -239,8 +239,9 @@ impl TabularStore for FaultyStore {
         k: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
+        expected: Option<&str>,
     ) -> Result<()> {
-        self.inner.rename_tabular(x, w, k, from, to).await
+        self.inner.rename_tabular(x, w, k, from, to, expected).await
     }
     async fn list_tabulars(
         &self,

@@ -267,10 +267,10 @@ impl TabularStore for BrokenStore {
         &self,
         _: &WriteContext,
         _: &str,
-        _: &NamespaceIdent,
-        _: &str,
+        _: (&NamespaceIdent, &str),
         _: TabularKind,
         _: i64,
+        _: Option<&str>,
     ) -> Result<Option<Dropped>> {
         self.fail().await
     }
@@ -305,6 +305,7 @@ impl TabularStore for BrokenStore {
         _: TabularKind,
         _: (&NamespaceIdent, &str),
         _: (&NamespaceIdent, &str),
+        _: Option<&str>,
     ) -> Result<()> {
         self.fail().await
     }

@@ -353,7 +353,12 @@ impl MetadataKind for TableCommit {
                     return Ok(Staging::Done(vec![catalog.create_from_updates(ctx, warehouse, change).await?]));
                 }
                 Some(current) => {
-                    ctx.require(&target, Privilege::Write, || CatalogError::no_such_table(&change.table)).await?;
+                    // Decided about the table this commit changes (by id), not only its name.
+                    let missing = || CatalogError::no_such_table(&change.table);
+                    let renamed = || {
+                        CatalogError::CommitFailed(format!("{} was renamed or replaced meanwhile; retry", change.table))
+                    };
+                    ctx.require_on(&target, Privilege::Write, &current.head.id, missing, renamed).await?;
                     staged.push(catalog.stage_change(warehouse, change, current)?);
                 }
             }

@@ -30,17 +30,15 @@ impl Catalog {
         name: &str,
     ) -> Result<Unregistered> {
         let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) = self
+        let (warehouse, dropping) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
             .await?;
-        let target = crate::access::Target::Tabular {
-            warehouse_id: warehouse.id.clone(),
-            namespace: table.namespace.clone(),
-            name: table.name.clone(),
-            kind: TabularKind::Table,
-        };
-        ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
-        let dropped = self.remove_table(ctx, &warehouse, &table).await?;
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
+        let reading = ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
+        let dropped = self
+            .remove_table(ctx, &warehouse, &table, &[(Privilege::Drop, dropping), (Privilege::Read, reading)])
+            .await?;
         tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
         Ok(Unregistered {
             metadata_location: dropped.tabular.metadata_location,
@@ -48,21 +46,42 @@ impl Catalog {
         })
     }
 
-    /// Deletes a table's row (for a drop or an unregister), answering what it was.
+    /// Deletes a table's row (for a drop or an unregister), answering what it was: the table
+    /// the `decided` privileges were decided about (by id: a name can change meaning meanwhile),
+    /// and no other.
     async fn remove_table(
         &self,
         ctx: &RequestContext,
         warehouse: &crate::store::Warehouse,
         table: &TableIdent,
+        decided: &[(Privilege, crate::context::Allowed)],
     ) -> Result<crate::store::Dropped> {
+        let missing = || CatalogError::no_such_table(table);
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(missing)?;
+        let target = crate::authorization::tabular_target(warehouse, &table.namespace, &table.name, TabularKind::Table);
+        for (privilege, allowed) in decided {
+            let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced meanwhile; retry"));
+            ctx.confirm(&target, *privilege, allowed.clone(), &head.id, missing, changed).await?;
+        }
         // Credentials vended for the table while it existed may work this long: its locations
         // are leased that long.
         let lease = self.credentials_valid_until(warehouse, 0);
         let dropped = self
             .store()
-            .drop_tabular(&ctx.write(), &warehouse.id, &table.namespace, &table.name, TabularKind::Table, lease)
+            .drop_tabular(
+                &ctx.write(),
+                &warehouse.id,
+                (&table.namespace, &table.name),
+                TabularKind::Table,
+                lease,
+                Some(&head.id),
+            )
             .await?
-            .ok_or_else(|| CatalogError::no_such_table(table))?;
+            .ok_or_else(missing)?;
         // Grants follow objects: a table made anew under this name is another one.
         ctx.access_changed();
         Ok(dropped)
@@ -79,10 +98,10 @@ impl Catalog {
         purge: bool,
     ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) = self
+        let (warehouse, dropping) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
             .await?;
-        let dropped = self.remove_table(ctx, &warehouse, &table).await?;
+        let dropped = self.remove_table(ctx, &warehouse, &table, &[(Privilege::Drop, dropping)]).await?;
         if purge {
             // Exactly the locations the catalog recorded for the table (each checked to be the
             // table's alone when it was set), never paths read from its metadata or manifests:

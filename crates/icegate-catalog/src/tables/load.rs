@@ -76,7 +76,14 @@ impl Catalog {
         let (warehouse, allowed) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
             .await?;
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
         let mut result = self.current_table(warehouse, &table, mode).await?;
+        // The decision was about the table read (a name can change meaning meanwhile).
+        let object = result.id.clone().unwrap_or_default();
+        let missing = || CatalogError::no_such_table(&table);
+        let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced while loading; retry"));
+        let allowed = ctx.confirm(&target, Privilege::Read, allowed, &object, missing, changed).await?;
         result.access = allowed.storage_access();
         Ok(result)
     }

@@ -53,11 +53,12 @@ impl Catalog {
                 name: table.name.clone(),
                 kind: TabularKind::Table,
             };
+            // Decided about the table replaced (by id), not only its name.
             for privilege in [Privilege::Write, Privilege::Drop] {
-                ctx.require(&target, privilege, || {
-                    CatalogError::AlreadyExists(format!("Table already exists: {table}"))
-                })
-                .await?;
+                let exists = || CatalogError::AlreadyExists(format!("Table already exists: {table}"));
+                let changed =
+                    || CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry"));
+                ctx.require_on(&target, privilege, &existing.id, exists, changed).await?;
             }
             let swap = MetadataSwap {
                 id: existing.id.clone(),

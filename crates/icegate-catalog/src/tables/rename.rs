@@ -34,12 +34,20 @@ impl Catalog {
             TabularKind::Table => CatalogError::no_such_table(&from),
             TabularKind::View => CatalogError::no_such_view(&from),
         };
-        let held = ctx.require(&source, Privilege::Drop, missing).await?;
+        // Decided about the table or view the source name means (by id: a name can change
+        // meaning while a decision is cached), and only that one is moved.
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &from.namespace, &from.name, kind)
+            .await?
+            .ok_or_else(missing)?;
+        let changed = || CatalogError::CommitFailed(format!("{from} was renamed or replaced meanwhile; retry"));
+        let held = ctx.require_on(&source, Privilege::Drop, &head.id, missing, changed).await?;
         let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: to.namespace.clone() };
         let conferred =
             ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(&to.namespace)).await?;
         if from.namespace != to.namespace {
-            ctx.require(&source, Privilege::Read, missing).await?;
+            ctx.require_on(&source, Privilege::Read, &head.id, missing, changed).await?;
             if let (Some(held), Some(conferred)) = (held.holdings(), conferred.holdings()) {
                 let mut widened: Vec<Privilege> = conferred
                     .direct
@@ -57,7 +65,14 @@ impl Catalog {
             }
         }
         self.store()
-            .rename_tabular(&ctx.write(), &warehouse.id, kind, (&from.namespace, &from.name), (&to.namespace, &to.name))
+            .rename_tabular(
+                &ctx.write(),
+                &warehouse.id,
+                kind,
+                (&from.namespace, &from.name),
+                (&to.namespace, &to.name),
+                Some(&head.id),
+            )
             .await?;
         // Grants follow objects, and decisions are cached by name.
         ctx.access_changed();

@@ -144,6 +144,10 @@ impl Catalog {
         }
         let unchanged = result.metadata_location.as_deref() == Some(first_metadata_location);
         let Some(allowed) = ctx.holds(&target, Privilege::Describe).await? else { return Ok(None) };
+        // Decided about another table of that name (a rename meanwhile): nothing to hand out.
+        if allowed.holdings().is_some_and(|held| held.object != result.id) {
+            return Ok(None);
+        }
         result.access = match allowed.holdings() {
             None => AccessLevel::ReadWrite,
             // The creator only while it may still create there (`create` on the namespace).
