@@ -325,14 +325,22 @@ pub trait AccessStore: Send + Sync + 'static {
         admin_roles: &[String],
     ) -> crate::Result<PrincipalRecord>;
 
+    /// Grants `privilege` on `securable`. For a table or view, `object` is its id when the
+    /// caller decided about that one (the grant goes to it, the name is not resolved again).
     async fn grant(
         &self,
         role: &str,
         privilege: Privilege,
-        securable: &SecurableRef,
+        (securable, object): (&SecurableRef, Option<&str>),
         expires_at_ms: Option<i64>,
     ) -> crate::Result<GrantRecord>;
-    async fn revoke(&self, role: &str, privilege: Privilege, securable: &SecurableRef) -> crate::Result<()>;
+    /// Revokes a grant (`object` as for [`grant`](Self::grant)).
+    async fn revoke(
+        &self,
+        role: &str,
+        privilege: Privilege,
+        (securable, object): (&SecurableRef, Option<&str>),
+    ) -> crate::Result<()>;
     /// Grants of one role, or of every role of one principal (with `now_ms`: unexpired only).
     async fn list_grants(
         &self,
@@ -341,7 +349,12 @@ pub trait AccessStore: Send + Sync + 'static {
         now_ms: Option<i64>,
     ) -> crate::Result<Vec<GrantRecord>>;
     /// Unexpired grants that apply to a securable, including those inherited from its containers.
-    async fn grants_on(&self, securable: &SecurableRef, now_ms: i64) -> crate::Result<Vec<GrantRecord>>;
+    /// `object` as for [`grant`](Self::grant).
+    async fn grants_on(
+        &self,
+        (securable, object): (&SecurableRef, Option<&str>),
+        now_ms: i64,
+    ) -> crate::Result<Vec<GrantRecord>>;
 
     /// What `principal_id` holds on `target` at `now_ms`, in one round trip.
     async fn holdings(&self, principal_id: &str, target: &Target, now_ms: i64) -> crate::Result<Holdings>;

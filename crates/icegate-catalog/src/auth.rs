@@ -266,7 +266,7 @@ pub async fn bootstrap_admin(access: &dyn AccessStore, client_id: &str, client_s
         namespace: None,
         name: None,
     };
-    match access.grant(ADMIN, crate::access::Privilege::Admin, &server, None).await {
+    match access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
         Ok(_) | Err(CatalogError::AlreadyExists(_)) => Ok(true),
         Err(err) => Err(err),
     }

@@ -172,16 +172,39 @@ impl AccessAdmin {
         })
     }
 
+    /// `manage_grants` on the securable (decided about the table or view its name means: its
+    /// id is returned, and the grant is then made on that id, not on the name again).
+    async fn authorize_managing(
+        &self,
+        ctx: &RequestContext,
+        securable: &SecurableRef,
+    ) -> Result<(crate::context::Allowed, Option<String>)> {
+        let target = self.securable_target(securable).await?;
+        let allowed = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
+        let Target::Tabular { warehouse_id, namespace, name, kind } = &target else { return Ok((allowed, None)) };
+        let head = self
+            .catalog
+            .store()
+            .load_tabular_head(warehouse_id, namespace, name, *kind)
+            .await?
+            .ok_or_else(|| missing(securable))?;
+        let changed =
+            || CatalogError::Unavailable(format!("{namespace}.{name} was renamed or replaced meanwhile; retry"));
+        let allowed =
+            ctx.confirm(&target, Privilege::ManageGrants, allowed, &head.id, || missing(securable), changed).await?;
+        Ok((allowed, Some(head.id)))
+    }
+
     /// `manage_grants` on the securable and `privilege` itself there. Returns when the
-    /// grantor's own privileges there expire (`None`: never, or unrestricted).
+    /// grantor's own privileges there expire (`None`: never, or unrestricted), and the id of the
+    /// table or view decided about.
     async fn authorize_grant(
         &self,
         ctx: &RequestContext,
         securable: &SecurableRef,
         privilege: Privilege,
-    ) -> Result<Option<i64>> {
-        let target = self.securable_target(securable).await?;
-        let allowed = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
+    ) -> Result<(Option<i64>, Option<String>)> {
+        let (allowed, object) = self.authorize_managing(ctx, securable).await?;
         let held = allowed.holdings();
         if let Some(held) = held
             && !held.has(privilege)
@@ -190,7 +213,7 @@ impl AccessAdmin {
                 "a grantor may grant or revoke only privileges it holds on the securable, and you do not hold {privilege} there"
             )));
         }
-        Ok(held.and_then(|h| h.expires_at_ms))
+        Ok((held.and_then(|h| h.expires_at_ms), object))
     }
 
     /// Grants `privilege` on `securable` to `role`, until `expires_at_ms` if given (and never
@@ -212,11 +235,12 @@ impl AccessAdmin {
                 "expires-at-ms {expires} is not in the future; it counts milliseconds since the Unix epoch"
             )));
         }
-        let expires_at_ms = match self.authorize_grant(ctx, securable, privilege).await? {
+        let (limit, object) = self.authorize_grant(ctx, securable, privilege).await?;
+        let expires_at_ms = match limit {
             Some(limit) => Some(expires_at_ms.map_or(limit, |asked| asked.min(limit))),
             None => expires_at_ms,
         };
-        let record = self.access.grant(role, privilege, securable, expires_at_ms).await?;
+        let record = self.access.grant(role, privilege, (securable, object.as_deref()), expires_at_ms).await?;
         ctx.access_changed();
         Ok(record)
     }
@@ -229,8 +253,8 @@ impl AccessAdmin {
         securable: &SecurableRef,
     ) -> Result<()> {
         securable.validate()?;
-        self.authorize_grant(ctx, securable, privilege).await?;
-        self.access.revoke(role, privilege, securable).await?;
+        let (_, object) = self.authorize_grant(ctx, securable, privilege).await?;
+        self.access.revoke(role, privilege, (securable, object.as_deref())).await?;
         ctx.access_changed();
         Ok(())
     }
@@ -268,9 +292,8 @@ impl AccessAdmin {
     /// Who can do what on a securable: for those who manage its grants.
     pub async fn grants_on(&self, ctx: &RequestContext, securable: &SecurableRef) -> Result<Vec<GrantRecord>> {
         securable.validate()?;
-        let target = self.securable_target(securable).await?;
-        ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
-        self.access.grants_on(securable, now_ms()).await
+        let (_, object) = self.authorize_managing(ctx, securable).await?;
+        self.access.grants_on((securable, object.as_deref()), now_ms()).await
     }
 
     /// The caller, its roles and what it holds on the server (any authenticated caller).

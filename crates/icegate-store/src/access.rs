@@ -65,7 +65,9 @@ struct Resolved {
 }
 
 impl SqlStore {
-    async fn resolve(&self, securable: &SecurableRef) -> Result<Resolved> {
+    /// The ids `securable` names; for a table or view, `object` (its id, decided about) when
+    /// given, checked to be one of that warehouse and kind, instead of its name.
+    async fn resolve(&self, securable: &SecurableRef, object: Option<&str>) -> Result<Resolved> {
         securable.validate()?;
         let mut resolved = Resolved { warehouse_id: None, namespace_id: None, tabular_id: None };
         let Some(warehouse) = &securable.warehouse else { return Ok(resolved) };
@@ -82,20 +84,24 @@ impl SqlStore {
                 .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
             if let Some(name) = &securable.name {
                 let kind = if securable.kind == SecurableType::View { "view" } else { "table" };
-                let row = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2 AND kind = $3")
-                    .bind(&namespace_id)
-                    .bind(name)
-                    .bind(kind)
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(db_error)?
-                    .ok_or_else(|| {
-                        if kind == "view" {
-                            CatalogError::no_such_view(format!("{namespace}.{name}"))
-                        } else {
-                            CatalogError::no_such_table(format!("{namespace}.{name}"))
-                        }
-                    })?;
+                let query = match object {
+                    Some(id) => sqlx::query(
+                        "SELECT t.id FROM tabulars t JOIN namespaces n ON n.id = t.namespace_id \
+                         WHERE t.id = $1 AND n.warehouse_id = $2 AND t.kind = $3",
+                    )
+                    .bind(id)
+                    .bind(&warehouse_id),
+                    None => sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2 AND kind = $3")
+                        .bind(&namespace_id)
+                        .bind(name),
+                };
+                let row = query.bind(kind).fetch_optional(&self.pool).await.map_err(db_error)?.ok_or_else(|| {
+                    if kind == "view" {
+                        CatalogError::no_such_view(format!("{namespace}.{name}"))
+                    } else {
+                        CatalogError::no_such_table(format!("{namespace}.{name}"))
+                    }
+                })?;
                 // A grant on a table or view names it by id alone: it follows the object
                 // through renames, also into another namespace.
                 resolved.tabular_id = Some(row.try_get("id").map_err(db_error)?);
@@ -422,11 +428,11 @@ impl AccessStore for SqlStore {
         &self,
         role: &str,
         privilege: Privilege,
-        securable: &SecurableRef,
+        (securable, object): (&SecurableRef, Option<&str>),
         expires_at_ms: Option<i64>,
     ) -> Result<GrantRecord> {
         let role_id = self.role_id(role).await?;
-        let resolved = self.resolve(securable).await?;
+        let resolved = self.resolve(securable, object).await?;
         let id = uuid::Uuid::now_v7().to_string();
         // An expired grant of the same privilege is gone for every purpose but the unique index:
         // it is removed, so granting again works (listings already hide it).
@@ -468,9 +474,14 @@ impl AccessStore for SqlStore {
         Ok(GrantRecord { id, role: role.to_owned(), privilege, securable: securable.clone(), expires_at_ms })
     }
 
-    async fn revoke(&self, role: &str, privilege: Privilege, securable: &SecurableRef) -> Result<()> {
+    async fn revoke(
+        &self,
+        role: &str,
+        privilege: Privilege,
+        (securable, object): (&SecurableRef, Option<&str>),
+    ) -> Result<()> {
         let role_id = self.role_id(role).await?;
-        let resolved = self.resolve(securable).await?;
+        let resolved = self.resolve(securable, object).await?;
         let done = sqlx::query(
             "DELETE FROM grants WHERE role_id = $1 AND privilege = $2 AND securable_type = $3 \
              AND COALESCE(warehouse_id, '') = $4 AND COALESCE(namespace_id, '') = $5 AND COALESCE(tabular_id, '') = $6",
@@ -521,8 +532,12 @@ impl AccessStore for SqlStore {
         rows.iter().map(grant_from).collect()
     }
 
-    async fn grants_on(&self, securable: &SecurableRef, now: i64) -> Result<Vec<GrantRecord>> {
-        let resolved = self.resolve(securable).await?;
+    async fn grants_on(
+        &self,
+        (securable, object): (&SecurableRef, Option<&str>),
+        now: i64,
+    ) -> Result<Vec<GrantRecord>> {
+        let resolved = self.resolve(securable, object).await?;
         let ancestors: Vec<String> = match &securable.namespace {
             Some(ns) => {
                 (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()

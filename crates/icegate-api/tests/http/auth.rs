@@ -593,7 +593,12 @@ async fn decisions_follow_tables_not_names_across_replicas(app: TestApp) {
     let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
     seed(&app, &admin).await;
     let other = replica(&app).await;
-    let grants = [("read", table(&["db"], "t1")), ("write", table(&["db"], "t1")), ("drop", table(&["db"], "t1"))];
+    let grants = [
+        ("read", table(&["db"], "t1")),
+        ("write", table(&["db"], "t1")),
+        ("drop", table(&["db"], "t1")),
+        ("manage_grants", table(&["db"], "t1")),
+    ];
     let writer = principal(&app, &admin, "writer", &grants).await;
     let t1 = "/v1/{prefix}/namespaces/db/tables/t1";
     let (status, own) = call(&app, &writer, Method::GET, t1, None).await;
@@ -620,6 +625,20 @@ async fn decisions_follow_tables_not_names_across_replicas(app: TestApp) {
         json!({"source": {"namespace": ["db"], "name": "t1"}, "destination": {"namespace": ["db"], "name": "mine"}});
     let (status, body) = call(&app, &writer, Method::POST, "/v1/{prefix}/tables/rename", Some(away)).await;
     assert_eq!(status, 404, "{body}");
+    assert_eq!(call(&app, &writer, Method::HEAD, t1, None).await.0, 404);
+    let report = json!({"report-type": "scan-report", "table-name": "db.t1", "snapshot-id": 1, "metrics": {}});
+    let (status, body) = call(&app, &writer, Method::POST, &format!("{t1}/metrics"), Some(report)).await;
+    assert_eq!(status, 404, "{body}");
+    // Nor can it hand itself, or see, grants on the table that took the name.
+    let grant = json!({"role": "writer-role", "privilege": "read", "securable": table(&["db"], "t1")});
+    let (status, body) = call(&app, &writer, Method::POST, "/management/v1/grants", Some(grant)).await;
+    assert_eq!(status, 404, "{body}");
+    let on = "/management/v1/grants/on?type=table&warehouse=default&namespace=db&name=t1";
+    let (status, body) = call(&app, &writer, Method::GET, on, None).await;
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = call(&other, &admin, Method::GET, on, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.to_string().contains("writer-role"), "{body}");
     let (status, after) = call(&other, &admin, Method::GET, t1, None).await;
     assert_eq!(status, 200, "still there: {after}");
     assert_eq!(after["metadata"]["table-uuid"], victim["metadata"]["table-uuid"]);

@@ -186,12 +186,20 @@ impl Catalog {
         privilege: Privilege,
     ) -> Result<()> {
         let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) =
+        let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, privilege).await?;
-        match self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await? {
-            Some(_) => Ok(()),
-            None => Err(CatalogError::no_such_table(&table)),
-        }
+        let missing = || CatalogError::no_such_table(&table);
+        let head = self
+            .store()
+            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
+            .await?
+            .ok_or_else(missing)?;
+        // The decision was about the table found (a name can change meaning meanwhile).
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
+        let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced meanwhile; retry"));
+        ctx.confirm(&target, privilege, allowed, &head.id, missing, changed).await?;
+        Ok(())
     }
 
     pub async fn list_tables(

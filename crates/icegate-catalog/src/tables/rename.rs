@@ -41,7 +41,7 @@ impl Catalog {
             .load_tabular_head(&warehouse.id, &from.namespace, &from.name, kind)
             .await?
             .ok_or_else(missing)?;
-        let changed = || CatalogError::CommitFailed(format!("{from} was renamed or replaced meanwhile; retry"));
+        let changed = || CatalogError::Unavailable(format!("{from} was renamed or replaced meanwhile; retry"));
         let held = ctx.require_on(&source, Privilege::Drop, &head.id, missing, changed).await?;
         let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: to.namespace.clone() };
         let conferred =

@@ -144,10 +144,15 @@ impl Catalog {
         }
         let unchanged = result.metadata_location.as_deref() == Some(first_metadata_location);
         let Some(allowed) = ctx.holds(&target, Privilege::Describe).await? else { return Ok(None) };
-        // Decided about another table of that name (a rename meanwhile): nothing to hand out.
-        if allowed.holdings().is_some_and(|held| held.object != result.id) {
-            return Ok(None);
-        }
+        // Decided (by a cached decision) about another table of that name, or about none: decided
+        // again about this one; nothing to hand out when the name means yet another one.
+        let object = result.id.clone().unwrap_or_default();
+        let gone = || CatalogError::no_such_table(&table);
+        let allowed = match ctx.confirm(&target, Privilege::Describe, allowed, &object, gone, gone).await {
+            Ok(allowed) => allowed,
+            Err(CatalogError::NotFound { .. } | CatalogError::Forbidden(_)) => return Ok(None),
+            Err(other) => return Err(other),
+        };
         result.access = match allowed.holdings() {
             None => AccessLevel::ReadWrite,
             // The creator only while it may still create there (`create` on the namespace).
