@@ -8,7 +8,7 @@ use crate::context::{Allowed, RequestContext};
 use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
 use crate::service::Catalog;
-use crate::store::{TabularKind, Warehouse};
+use crate::store::{TabularHead, TabularKind, Warehouse};
 
 /// A table's or view's target.
 pub(crate) fn tabular_target(
@@ -100,5 +100,33 @@ impl Catalog {
         let target = tabular_target(&warehouse, namespace, name, kind);
         let allowed = ctx.require(&target, privilege, || no_such_tabular(kind, namespace, name)).await?;
         Ok((warehouse, allowed))
+    }
+
+    /// The table or view `(namespace, name)` names now, once every `decided` privilege (decided
+    /// by name, perhaps from the cache) is confirmed to be about it: each is replaced by its
+    /// confirmed form (see [`RequestContext::confirm`]). The operation then acts on the head's
+    /// id alone; 503 when the name meant yet another one by the time it was decided again.
+    pub(crate) async fn confirmed_head(
+        &self,
+        ctx: &RequestContext,
+        warehouse_id: &str,
+        (namespace, name): (&NamespaceIdent, &str),
+        kind: TabularKind,
+        decided: &mut [(Privilege, Allowed)],
+    ) -> Result<TabularHead> {
+        let missing = || no_such_tabular(kind, namespace, name);
+        let head = self.store().load_tabular_head(warehouse_id, namespace, name, kind).await?.ok_or_else(missing)?;
+        let target = Target::Tabular {
+            warehouse_id: warehouse_id.to_owned(),
+            namespace: namespace.clone(),
+            name: name.to_owned(),
+            kind,
+        };
+        for (privilege, allowed) in decided.iter_mut() {
+            let changed =
+                || CatalogError::Unavailable(format!("{namespace}.{name} was renamed or replaced meanwhile; retry"));
+            *allowed = ctx.confirm(&target, *privilege, allowed.clone(), &head.id, missing, changed).await?;
+        }
+        Ok(head)
     }
 }

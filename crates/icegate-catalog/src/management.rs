@@ -182,16 +182,9 @@ impl AccessAdmin {
         let target = self.securable_target(securable).await?;
         let allowed = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
         let Target::Tabular { warehouse_id, namespace, name, kind } = &target else { return Ok((allowed, None)) };
-        let head = self
-            .catalog
-            .store()
-            .load_tabular_head(warehouse_id, namespace, name, *kind)
-            .await?
-            .ok_or_else(|| missing(securable))?;
-        let changed =
-            || CatalogError::Unavailable(format!("{namespace}.{name} was renamed or replaced meanwhile; retry"));
-        let allowed =
-            ctx.confirm(&target, Privilege::ManageGrants, allowed, &head.id, || missing(securable), changed).await?;
+        let mut decided = [(Privilege::ManageGrants, allowed)];
+        let head = self.catalog.confirmed_head(ctx, warehouse_id, (namespace, name), *kind, &mut decided).await?;
+        let [(_, allowed)] = decided;
         Ok((allowed, Some(head.id)))
     }
 

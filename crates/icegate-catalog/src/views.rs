@@ -208,23 +208,16 @@ impl Catalog {
         let view = Self::view_ident(namespace, name)?;
         let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Drop).await?;
-        let missing = || CatalogError::no_such_view(&view);
-        let head = self
-            .store()
-            .load_tabular_head(&warehouse.id, &view.namespace, &view.name, TabularKind::View)
-            .await?
-            .ok_or_else(missing)?;
         // The view decided about (by id) is the one dropped, and no other.
-        let target = crate::authorization::tabular_target(&warehouse, &view.namespace, &view.name, TabularKind::View);
-        let changed = || CatalogError::Unavailable(format!("{view} was renamed or replaced meanwhile; retry"));
-        ctx.confirm(&target, Privilege::Drop, allowed, &head.id, missing, changed).await?;
+        let (namespace, name) = (&view.namespace, view.name.as_str());
+        let decided = &mut [(Privilege::Drop, allowed)];
+        let head = self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::View, decided).await?;
         // No credentials are vended for views: nothing to keep their locations for.
         let lease = 0;
-        let (namespace, name) = (&view.namespace, &view.name);
         self.store()
             .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, lease, Some(&head.id))
             .await?
-            .ok_or_else(missing)?;
+            .ok_or_else(|| CatalogError::no_such_view(&view))?;
         // Grants follow objects: a view made anew under this name is another one.
         ctx.access_changed();
         Ok(())

@@ -37,7 +37,7 @@ impl Catalog {
             crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
         let reading = ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
         let dropped = self
-            .remove_table(ctx, &warehouse, &table, &[(Privilege::Drop, dropping), (Privilege::Read, reading)])
+            .remove_table(ctx, &warehouse, &table, &mut [(Privilege::Drop, dropping), (Privilege::Read, reading)])
             .await?;
         tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
         Ok(Unregistered {
@@ -54,19 +54,10 @@ impl Catalog {
         ctx: &RequestContext,
         warehouse: &crate::store::Warehouse,
         table: &TableIdent,
-        decided: &[(Privilege, crate::context::Allowed)],
+        decided: &mut [(Privilege, crate::context::Allowed)],
     ) -> Result<crate::store::Dropped> {
-        let missing = || CatalogError::no_such_table(table);
-        let head = self
-            .store()
-            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
-            .await?
-            .ok_or_else(missing)?;
-        let target = crate::authorization::tabular_target(warehouse, &table.namespace, &table.name, TabularKind::Table);
-        for (privilege, allowed) in decided {
-            let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced meanwhile; retry"));
-            ctx.confirm(&target, *privilege, allowed.clone(), &head.id, missing, changed).await?;
-        }
+        let (namespace, name) = (&table.namespace, table.name.as_str());
+        let head = self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::Table, decided).await?;
         // Credentials vended for the table while it existed may work this long: its locations
         // are leased that long.
         let lease = self.credentials_valid_until(warehouse, 0);
@@ -81,7 +72,7 @@ impl Catalog {
                 Some(&head.id),
             )
             .await?
-            .ok_or_else(missing)?;
+            .ok_or_else(|| CatalogError::no_such_table(table))?;
         // Grants follow objects: a table made anew under this name is another one.
         ctx.access_changed();
         Ok(dropped)
@@ -101,7 +92,7 @@ impl Catalog {
         let (warehouse, dropping) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
             .await?;
-        let dropped = self.remove_table(ctx, &warehouse, &table, &[(Privilege::Drop, dropping)]).await?;
+        let dropped = self.remove_table(ctx, &warehouse, &table, &mut [(Privilege::Drop, dropping)]).await?;
         if purge {
             // Exactly the locations the catalog recorded for the table (each checked to be the
             // table's alone when it was set), never paths read from its metadata or manifests:

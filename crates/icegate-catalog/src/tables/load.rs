@@ -188,17 +188,10 @@ impl Catalog {
         let table = TableIdent::parse(namespace, name)?;
         let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, privilege).await?;
-        let missing = || CatalogError::no_such_table(&table);
-        let head = self
-            .store()
-            .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
-            .await?
-            .ok_or_else(missing)?;
         // The decision was about the table found (a name can change meaning meanwhile).
-        let target =
-            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
-        let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced meanwhile; retry"));
-        ctx.confirm(&target, privilege, allowed, &head.id, missing, changed).await?;
+        let (namespace, name) = (&table.namespace, table.name.as_str());
+        let decided = &mut [(privilege, allowed)];
+        self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::Table, decided).await?;
         Ok(())
     }
 

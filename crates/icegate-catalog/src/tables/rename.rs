@@ -34,20 +34,19 @@ impl Catalog {
             TabularKind::Table => CatalogError::no_such_table(&from),
             TabularKind::View => CatalogError::no_such_view(&from),
         };
-        // Decided about the table or view the source name means (by id: a name can change
-        // meaning while a decision is cached), and only that one is moved.
-        let head = self
-            .store()
-            .load_tabular_head(&warehouse.id, &from.namespace, &from.name, kind)
-            .await?
-            .ok_or_else(missing)?;
-        let changed = || CatalogError::Unavailable(format!("{from} was renamed or replaced meanwhile; retry"));
-        let held = ctx.require_on(&source, Privilege::Drop, &head.id, missing, changed).await?;
+        let mut decided = vec![(Privilege::Drop, ctx.require(&source, Privilege::Drop, missing).await?)];
         let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: to.namespace.clone() };
         let conferred =
             ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(&to.namespace)).await?;
         if from.namespace != to.namespace {
-            ctx.require_on(&source, Privilege::Read, &head.id, missing, changed).await?;
+            decided.push((Privilege::Read, ctx.require(&source, Privilege::Read, missing).await?));
+        }
+        // Decided about the table or view the source name means (by id: a name can change
+        // meaning while a decision is cached), and only that one is moved.
+        let source_name = (&from.namespace, from.name.as_str());
+        let head = self.confirmed_head(ctx, &warehouse.id, source_name, kind, &mut decided).await?;
+        if from.namespace != to.namespace {
+            let held = &decided[0].1;
             if let (Some(held), Some(conferred)) = (held.holdings(), conferred.holdings()) {
                 let mut widened: Vec<Privilege> = conferred
                     .direct
