@@ -17,9 +17,17 @@
 //! - a swap that failed in the database is resolved by reading the rows back: applied
 //!   (answered as committed), not applied (files deleted, the error answered), or unknowable
 //!   (`CommitStateUnknown`, files kept: the row may point at them).
+//!
+//! Commits in flight share a memory budget ([`CommitBudget`], `catalog.commit_memory_bytes`):
+//! a commit of a table with a large document holds its new document, its compressed form and
+//! the buffers that made them until it is answered, so a burst of such commits waits for room
+//! rather than grow the process without bound.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
@@ -30,6 +38,62 @@ use crate::tables::TableIdent;
 /// How often a commit that lost a race is staged again on the new metadata before giving up
 /// with 409.
 pub(crate) const MAX_COMMIT_ATTEMPTS: usize = 16;
+
+/// What a commit holds while in flight, per byte of the document it changes: the new document,
+/// its gzip form and layout, and the buffers they were written through.
+const HELD_PER_DOCUMENT_BYTE: usize = 2;
+
+/// The memory that commits in flight may hold at once, in KiB (see the module documentation).
+/// Commits past it wait their turn, in order; one larger than the whole budget runs alone.
+#[derive(Clone)]
+pub(crate) struct CommitBudget {
+    kib: Option<(Arc<Semaphore>, u32)>,
+}
+
+/// Room in the [`CommitBudget`], given back when dropped.
+pub(crate) struct Reserved {
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+impl CommitBudget {
+    /// `bytes` of budget; 0 for none (commits never wait).
+    pub(crate) fn new(bytes: u64) -> Self {
+        let kib = u32::try_from(bytes / 1024).unwrap_or(u32::MAX).min(Semaphore::MAX_PERMITS as u32);
+        Self { kib: (kib > 0).then(|| (Arc::new(Semaphore::new(kib as usize)), kib)) }
+    }
+
+    /// KiB of room for a commit of documents of `document_bytes` in all.
+    fn kib(document_bytes: usize, total: u32) -> u32 {
+        let wanted = document_bytes.saturating_mul(HELD_PER_DOCUMENT_BYTE) / 1024;
+        u32::try_from(wanted).unwrap_or(u32::MAX).clamp(1, total)
+    }
+
+    /// Room for a commit of documents of `document_bytes` in all, if there is some now and no
+    /// commit is waiting for it.
+    pub(crate) fn try_reserve(&self, document_bytes: usize) -> Option<Reserved> {
+        let Some((permits, total)) = &self.kib else { return Some(Reserved { _permit: None }) };
+        let permit = permits.clone().try_acquire_many_owned(Self::kib(document_bytes, *total)).ok()?;
+        Some(Reserved { _permit: Some(permit) })
+    }
+
+    /// Waits for room for a commit of documents of `document_bytes` in all.
+    pub(crate) async fn reserve(&self, document_bytes: usize) -> Result<Reserved> {
+        let Some((permits, total)) = &self.kib else { return Ok(Reserved { _permit: None }) };
+        let kib = Self::kib(document_bytes, *total);
+        let permit = permits
+            .clone()
+            .acquire_many_owned(kib)
+            .await
+            .map_err(|_| CatalogError::Unavailable("the catalog is shutting down; retry".into()))?;
+        Ok(Reserved { _permit: Some(permit) })
+    }
+
+    /// KiB free now (tests).
+    #[cfg(test)]
+    fn available(&self) -> usize {
+        self.kib.as_ref().map_or(usize::MAX, |(permits, _)| permits.available_permits())
+    }
+}
 
 /// One table's or view's commit, prepared but not yet swapped in.
 pub(crate) struct Staged<E> {
@@ -239,5 +303,39 @@ impl Catalog {
         if let Err(err) = self.files().delete(warehouse, location).await {
             tracing::warn!(%location, error = %err, "could not remove an unused metadata file");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn commits_past_the_budget_wait_for_room() {
+        let budget = CommitBudget::new(4 * 1024 * 1024); // 4 MiB: 4096 KiB
+        let first = budget.reserve(1024 * 1024).await.unwrap(); // holds 2 MiB
+        let second = budget.reserve(1024 * 1024).await.unwrap();
+        assert_eq!(budget.available(), 0);
+        let third = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.reserve(10).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        assert!(!third.is_finished(), "a commit past the budget went ahead");
+        assert!(budget.try_reserve(10).is_none(), "a commit went ahead of one waiting");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), third).await.unwrap().unwrap().unwrap();
+        drop(second);
+        assert_eq!(budget.available(), 4096);
+        // Larger than the whole budget: runs alone rather than never.
+        let huge = budget.reserve(64 * 1024 * 1024).await.unwrap();
+        assert_eq!(budget.available(), 0);
+        assert!(budget.try_reserve(10).is_none());
+        drop(huge);
+        // No budget: never waits.
+        let unbounded = CommitBudget::new(0);
+        assert!(unbounded.try_reserve(usize::MAX).is_some());
+        let _a = unbounded.reserve(usize::MAX).await.unwrap();
+        let _b = unbounded.reserve(usize::MAX).await.unwrap();
     }
 }

@@ -60,6 +60,8 @@ pub struct Catalog {
     locations: Arc<TtlCache<(String, String), crate::storage::TableLocations>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
+    /// Memory that commits in flight may hold (`catalog.commit_memory_bytes`).
+    commit_budget: crate::commit::CommitBudget,
 
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
     max_metadata_bytes: u64,
@@ -80,6 +82,10 @@ pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 /// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`).
 pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The default memory budget of commits in flight (`catalog.commit_memory_bytes`): about twenty
+/// commits of 0.8 MB documents at once, more than two cores can stage.
+pub const DEFAULT_COMMIT_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
+
 impl Catalog {
     /// `default_warehouse` answers `/v1/config` requests that name no warehouse.
     pub fn new(store: Arc<dyn CatalogStore>, files: Arc<dyn FileIo>, default_warehouse: Option<WarehouseName>) -> Self {
@@ -93,6 +99,7 @@ impl Catalog {
             locations: Arc::new(TtlCache::new(MAX_CACHED_LOCATIONS, None)),
 
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
+            commit_budget: crate::commit::CommitBudget::new(DEFAULT_COMMIT_MEMORY_BYTES),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             allowed_endpoints: Arc::default(),
             public_url: None,
@@ -164,6 +171,17 @@ impl Catalog {
 
     pub fn metadata_cache(&self) -> &MetadataCache {
         &self.metadata
+    }
+
+    /// Bounds the memory commits in flight may hold to about `bytes` (0: unbounded); commits
+    /// past it wait for room.
+    pub fn with_commit_memory(mut self, bytes: u64) -> Self {
+        self.commit_budget = crate::commit::CommitBudget::new(bytes);
+        self
+    }
+
+    pub(crate) fn commit_budget(&self) -> &crate::commit::CommitBudget {
+        &self.commit_budget
     }
 
     /// Object storage beyond the local file system: the cipher for stored secrets and the

@@ -158,6 +158,9 @@ pub struct CatalogConfig {
     pub idempotency_key_lifetime: Duration,
     /// Bytes of table metadata documents kept in memory by metadata file (0: none).
     pub metadata_cache_bytes: u64,
+    /// Memory that commits in flight may hold at once (about twice their documents' size);
+    /// commits past it wait for room (0: unbounded).
+    pub commit_memory_bytes: u64,
     /// The largest metadata document read (after decompression), registered or committed.
     pub max_metadata_bytes: u64,
     /// What joins a namespace's levels in request paths and `parent` (one character; the unit
@@ -224,6 +227,7 @@ impl Default for CatalogConfig {
             default_warehouse_root: None,
             idempotency_key_lifetime: Duration::from_secs(30 * 60),
             metadata_cache_bytes: icegate_catalog::service::DEFAULT_METADATA_CACHE_BYTES,
+            commit_memory_bytes: icegate_catalog::service::DEFAULT_COMMIT_MEMORY_BYTES,
             max_metadata_bytes: icegate_catalog::service::DEFAULT_MAX_METADATA_BYTES,
             namespace_separator: "\u{1f}".into(),
         }

@@ -44,11 +44,20 @@ enum Command {
     },
 }
 
-/// mimalloc rather than glibc's allocator: a catalog answers with documents of a few kilobytes,
+/// jemalloc rather than glibc's allocator: a catalog answers with documents of a few kilobytes,
 /// and glibc consolidates its free lists on every allocation that size (perf: `malloc_consolidate`
-/// and `_int_malloc` were a sixth of a loadTable's cycles on a large catalog).
+/// and `_int_malloc` were a sixth of a loadTable's cycles on a large catalog). Rather than
+/// mimalloc too: with a cache that turns over (small tables' documents giving way to big ones),
+/// mimalloc held 1.6-2.5 bytes of RSS per live byte, jemalloc about 1.3 (docs/benchmarks.md,
+/// "Memory").
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's settings, read when it starts (`_RJEM_MALLOC_CONF` in the environment overrides
+/// them): freed pages go back to the system a second after they fell free, returned by a
+/// background thread rather than on a request's path.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static MALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -182,6 +191,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
         .with_storage(cipher, storage)
         .with_metadata_cache(config.catalog.metadata_cache_bytes)
+        .with_commit_memory(config.catalog.commit_memory_bytes)
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
         .with_allowed_endpoints(
             config

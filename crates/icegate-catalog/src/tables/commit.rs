@@ -55,28 +55,41 @@ impl Catalog {
     }
 
     /// A table's current state, for a commit to build on: its head from the database and its
-    /// parsed metadata (and the layout of its document), from memory when a commit or load has
-    /// seen that metadata file already.
+    /// document, with its parsed metadata (and the layout of its document) when memory holds
+    /// them; [`Self::parsed`] parses what it does not hold.
     async fn load_current(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Current>> {
         let head =
             self.store().load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await?;
         let Some(head) = head else { return Ok(None) };
-        let (head, document, gzip) = match self.metadata_cache().get(&head.metadata_location) {
-            Some(Cached { document, gzip, parsed: Some(metadata), layout, .. }) => {
-                return Ok(Some(Current { head, document, gzip, metadata, layout }));
+        match self.metadata_cache().get(&head.metadata_location) {
+            Some(Cached { document, gzip, parsed, layout, .. }) => {
+                let layout = if parsed.is_some() { layout } else { None };
+                Ok(Some(Current { head, document, gzip, metadata: parsed, layout }))
             }
-            // A load cached the document: parse it rather than read the row again.
-            Some(Cached { document, gzip, .. }) => (head, document, gzip),
             None => {
                 let Some(row) = self.load_row(warehouse, table).await? else { return Ok(None) };
                 let head = TabularHead { id: row.id, location: row.location, metadata_location: row.metadata_location };
-                (head, Arc::from(row.metadata), row.gzip)
+                Ok(Some(Current {
+                    head,
+                    document: Arc::from(row.metadata),
+                    gzip: row.gzip,
+                    metadata: None,
+                    layout: None,
+                }))
             }
-        };
-        let metadata = Arc::new(parse_stored(&head.id, &document)?);
-        let entry = Cached::new(document.clone(), gzip.clone(), Some(metadata.clone()), None);
-        self.metadata_cache().insert(&head.metadata_location, entry);
-        Ok(Some(Current { head, document, gzip, metadata, layout: None }))
+        }
+    }
+
+    /// `current` with its metadata parsed (and kept in memory for the next commit or load).
+    fn parsed(&self, current: Current) -> Result<(Current, Arc<TableMetadata>)> {
+        if let Some(metadata) = &current.metadata {
+            let metadata = metadata.clone();
+            return Ok((current, metadata));
+        }
+        let metadata = Arc::new(parse_stored(&current.head.id, &current.document)?);
+        let entry = Cached::new(current.document.clone(), current.gzip.clone(), Some(metadata.clone()), None);
+        self.metadata_cache().insert(&current.head.metadata_location, entry);
+        Ok((Current { metadata: Some(metadata.clone()), layout: None, ..current }, metadata))
     }
 
     /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
@@ -167,7 +180,8 @@ impl Catalog {
 
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
-        let Current { head: row, document, gzip, metadata: base, layout } = current;
+        let (current, base) = self.parsed(current)?;
+        let Current { head: row, document, gzip, layout, .. } = current;
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             let refs = || match &layout {
@@ -195,6 +209,7 @@ impl Catalog {
                     },
                     expired: Vec::new(),
                     delete_expired: false,
+                    reserved: None,
                 },
             });
         }
@@ -247,6 +262,7 @@ impl Catalog {
                 written: Some((written, Arc::new(metadata))),
                 expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
                 delete_expired,
+                reserved: None,
             },
         })
     }
@@ -297,6 +313,8 @@ pub(crate) struct Extra {
     /// Metadata files that fell out of the log, and whether to delete them.
     expired: Vec<String>,
     delete_expired: bool,
+    /// The commit's room in the memory budget (on its first table), held until it is answered.
+    reserved: Option<crate::commit::Reserved>,
 }
 
 /// A table's current state, as a commit reads it.
@@ -304,26 +322,28 @@ struct Current {
     head: TabularHead,
     document: Arc<str>,
     gzip: Option<Arc<[u8]>>,
-    metadata: Arc<TableMetadata>,
+    /// `None` until parsed ([`Catalog::parsed`]): parsing waits for room in the commit budget.
+    metadata: Option<Arc<TableMetadata>>,
     layout: Option<Arc<Layout>>,
 }
 
-impl MetadataKind for TableCommit {
-    const KIND: TabularKind = TabularKind::Table;
-    type Change = TableChange;
-    type Extra = Extra;
-    type Output = TableResult;
+/// The tables a commit changes, read and decided about; or the answer when it created one.
+enum Found<'a> {
+    Tables(Vec<(&'a TableChange, Current)>),
+    Created(Box<TableResult>),
+}
 
-    /// What a commit needs is decided here, on the tables it finds: `write` on each existing
-    /// table, and `create` in the namespace when a change creates one.
-    async fn stage(
+impl TableCommit {
+    /// Reads each change's table and decides on it: `write` on each existing table, and
+    /// `create` in the namespace when a change creates one (which is then done here).
+    async fn find<'a>(
         &self,
         catalog: &Catalog,
         ctx: &RequestContext,
         warehouse: &Warehouse,
-        changes: &[TableChange],
-    ) -> Result<Staging<Extra, TableResult>> {
-        let mut staged = Vec::with_capacity(changes.len());
+        changes: &'a [TableChange],
+    ) -> Result<Found<'a>> {
+        let mut found = Vec::with_capacity(changes.len());
         for change in changes {
             let current = catalog.load_current(warehouse, &change.table).await?;
             let target = Target::Tabular {
@@ -350,7 +370,7 @@ impl MetadataKind for TableCommit {
                     let target = Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: namespace.clone() };
                     ctx.require(&target, Privilege::Create, || CatalogError::no_such_namespace(namespace)).await?;
                     // Only outside a transaction, so this is the commit's one change.
-                    return Ok(Staging::Done(vec![catalog.create_from_updates(ctx, warehouse, change).await?]));
+                    return Ok(Found::Created(Box::new(catalog.create_from_updates(ctx, warehouse, change).await?)));
                 }
                 Some(current) => {
                     // Decided about the table this commit changes (by id), not only its name.
@@ -359,9 +379,62 @@ impl MetadataKind for TableCommit {
                         CatalogError::CommitFailed(format!("{} was renamed or replaced meanwhile; retry", change.table))
                     };
                     ctx.require_on(&target, Privilege::Write, &current.head.id, missing, renamed).await?;
-                    staged.push(catalog.stage_change(warehouse, change, current)?);
+                    found.push((change, current));
                 }
             }
+        }
+        Ok(Found::Tables(found))
+    }
+}
+
+impl MetadataKind for TableCommit {
+    const KIND: TabularKind = TabularKind::Table;
+    type Change = TableChange;
+    type Extra = Extra;
+    type Output = TableResult;
+
+    /// What a commit needs is decided here, on the tables it finds: `write` on each existing
+    /// table, and `create` in the namespace when a change creates one.
+    async fn stage(
+        &self,
+        catalog: &Catalog,
+        ctx: &RequestContext,
+        warehouse: &Warehouse,
+        changes: &[TableChange],
+    ) -> Result<Staging<Extra, TableResult>> {
+        let mut found = match self.find(catalog, ctx, warehouse, changes).await? {
+            Found::Tables(found) => found,
+            Found::Created(result) => return Ok(Staging::Done(vec![*result])),
+        };
+        // Room for what the commit will hold, taken once for all its tables: a transaction
+        // that waited for room while holding part of it could wait on another doing the same.
+        // A document still to be parsed costs as much again while it is (its parsed form is
+        // about twice its text, and the commit holds about twice its document: see the budget).
+        let bytes = |found: &[(&TableChange, Current)]| {
+            found.iter().map(|(_, c)| c.document.len() * if c.metadata.is_some() { 1 } else { 2 }).sum()
+        };
+        let reserved = match catalog.commit_budget().try_reserve(bytes(&found)) {
+            Some(reserved) => reserved,
+            None => {
+                // Waiting holds nothing of the tables: their documents may leave the cache
+                // meanwhile, and a queue of commits each keeping one alive would hold what
+                // the budget bounds. Once there is room, they are read again.
+                let wanted = bytes(&found);
+                drop(found);
+                let reserved = catalog.commit_budget().reserve(wanted).await?;
+                found = match self.find(catalog, ctx, warehouse, changes).await? {
+                    Found::Tables(found) => found,
+                    Found::Created(result) => return Ok(Staging::Done(vec![*result])),
+                };
+                reserved
+            }
+        };
+        let mut staged = Vec::with_capacity(found.len());
+        for (change, current) in found {
+            staged.push(catalog.stage_change(warehouse, change, current)?);
+        }
+        if let Some(first) = staged.first_mut() {
+            first.extra.reserved = Some(reserved);
         }
         Ok(Staging::Swap(staged))
     }
