@@ -22,11 +22,17 @@ pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-RUST_LOG=warn ICEGATE__STORAGE__SYNC_LOCAL_FILES=false "$TARGET/release/icegate" serve \
+env RUST_LOG=warn ICEGATE__STORAGE__SYNC_LOCAL_FILES=false ${ICEGATE_BENCH_ENV:-} "$TARGET/release/icegate" serve \
   --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>"$work/icegate.err" &
 pid=$!
 until curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null; do sleep 0.05; done
-rss() { echo "icegate RSS: $(($(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024)) MB ($1)"; }
+# RSS two seconds after a step (freed memory goes back to the system a second after it fell
+# free: crates/icegate/src/memory.rs), and the peak so far.
+rss() {
+  sleep 2
+  local status="/proc/$pid/status"
+  echo "icegate RSS: $(($(awk '/VmRSS/ {print $2}' "$status") / 1024)) MB, peak $(($(awk '/VmHWM/ {print $2}' "$status") / 1024)) MB ($1)"
+}
 bench() { "$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" --seconds "$seconds" "$@" | tail -n +3; }
 
 rss "empty catalog"
