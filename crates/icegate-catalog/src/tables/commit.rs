@@ -393,8 +393,8 @@ impl MetadataKind for TableCommit {
     type Extra = Extra;
     type Output = TableResult;
 
-    /// What a commit needs is decided here, on the tables it finds: `write` on each existing
-    /// table, and `create` in the namespace when a change creates one.
+    /// Finds the tables and decides on them ([`TableCommit::find`]), takes room in the commit
+    /// budget, then checks requirements and applies updates.
     async fn stage(
         &self,
         catalog: &Catalog,
