@@ -135,7 +135,10 @@ impl TestApp {
                 .then(|| Arc::new(icegate_api::oidc::OidcVerifier::new(oidc, access, Duration::from_secs(5)))),
             ..security
         };
-        let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse);
+        // A commit budget of a few small commits: the tests that commit concurrently also go
+        // through commits waiting for room (and reading their tables again once they have it).
+        let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse)
+            .with_commit_memory(16 * 1024);
         let app = icegate_api::app(catalog, security, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

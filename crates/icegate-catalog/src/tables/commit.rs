@@ -80,16 +80,16 @@ impl Catalog {
         }
     }
 
-    /// `current` with its metadata parsed (and kept in memory for the next commit or load).
-    fn parsed(&self, current: Current) -> Result<(Current, Arc<TableMetadata>)> {
+    /// The metadata of `current`, parsed when memory did not hold it (and then kept for the
+    /// next commit or load).
+    fn parsed(&self, current: &Current) -> Result<Arc<TableMetadata>> {
         if let Some(metadata) = &current.metadata {
-            let metadata = metadata.clone();
-            return Ok((current, metadata));
+            return Ok(metadata.clone());
         }
         let metadata = Arc::new(parse_stored(&current.head.id, &current.document)?);
         let entry = Cached::new(current.document.clone(), current.gzip.clone(), Some(metadata.clone()), None);
         self.metadata_cache().insert(&current.head.metadata_location, entry);
-        Ok((Current { metadata: Some(metadata.clone()), layout: None, ..current }, metadata))
+        Ok(metadata)
     }
 
     /// The commit of a staged create (`assert-create`): builds version 0 from the updates.
@@ -180,7 +180,8 @@ impl Catalog {
 
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
-        let (current, base) = self.parsed(current)?;
+        // Without parsed metadata memory held no layout either (`load_current`).
+        let base = self.parsed(&current)?;
         let Current { head: row, document, gzip, layout, .. } = current;
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
@@ -402,31 +403,26 @@ impl MetadataKind for TableCommit {
         warehouse: &Warehouse,
         changes: &[TableChange],
     ) -> Result<Staging<Extra, TableResult>> {
-        let mut found = match self.find(catalog, ctx, warehouse, changes).await? {
-            Found::Tables(found) => found,
-            Found::Created(result) => return Ok(Staging::Done(vec![*result])),
-        };
         // Room for what the commit will hold, taken once for all its tables: a transaction
         // that waited for room while holding part of it could wait on another doing the same.
         // A document still to be parsed costs as much again while it is (its parsed form is
         // about twice its text, and the commit holds about twice its document: see the budget).
-        let bytes = |found: &[(&TableChange, Current)]| {
-            found.iter().map(|(_, c)| c.document.len() * if c.metadata.is_some() { 1 } else { 2 }).sum()
-        };
-        let reserved = match catalog.commit_budget().try_reserve(bytes(&found)) {
-            Some(reserved) => reserved,
-            None => {
-                // Waiting holds nothing of the tables: their documents may leave the cache
-                // meanwhile, and a queue of commits each keeping one alive would hold what
-                // the budget bounds. Once there is room, they are read again.
-                let wanted = bytes(&found);
-                drop(found);
-                let reserved = catalog.commit_budget().reserve(wanted).await?;
-                found = match self.find(catalog, ctx, warehouse, changes).await? {
-                    Found::Tables(found) => found,
-                    Found::Created(result) => return Ok(Staging::Done(vec![*result])),
-                };
-                reserved
+        let mut waited = None;
+        let (found, reserved) = loop {
+            let found = match self.find(catalog, ctx, warehouse, changes).await? {
+                Found::Tables(found) => found,
+                Found::Created(result) => return Ok(Staging::Done(vec![*result])),
+            };
+            let bytes = found.iter().map(|(_, c)| c.document.len() * if c.metadata.is_some() { 1 } else { 2 }).sum();
+            match waited.take().or_else(|| catalog.commit_budget().try_reserve(bytes)) {
+                Some(reserved) => break (found, reserved),
+                None => {
+                    // Waiting holds nothing of the tables: their documents may leave the cache
+                    // meanwhile, and a queue of commits each keeping one alive would hold what
+                    // the budget bounds. Once there is room, they are read again.
+                    drop(found);
+                    waited = Some(catalog.commit_budget().reserve(bytes).await?);
+                }
             }
         };
         let mut staged = Vec::with_capacity(found.len());
