@@ -19,6 +19,7 @@
 # icegate runs with its defaults but for --no-sync (storage.sync_local_files = false: its metadata
 # files are then not synced to disk before a commit is acknowledged, as the peer's are not) and
 # --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 64 MiB).
+# ICEGATE_BIN: a prebuilt icegate to run instead of this tree's release build (A/B of two builds).
 # PostgreSQL: ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), a fresh database
 # per run, dropped afterwards.
 set -euo pipefail
@@ -49,6 +50,7 @@ if [ ! -x "$rustberg" ]; then
 fi
 TARGET="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --release -p icegate -p icegate-bench
+icegate="${ICEGATE_BIN:-$TARGET/release/icegate}"
 mkdir -p "$out"
 work="$(mktemp -d)"
 pg="${ICEGATE_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
@@ -90,7 +92,7 @@ run() {
 # creating files right after many were deleted costs far more (the inode allocator steps over
 # recently deleted inodes), which would penalise whichever catalog ran after a clean-up.
 for count in $counts; do
-  env "${icegate_env[@]}" "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$count" \
+  env "${icegate_env[@]}" "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$count" \
     2>"$work/catalog.err" &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT/ready"
@@ -101,7 +103,7 @@ for count in $counts; do
     database="icegate_peer_$$"
     psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
     env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
-      "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$count" 2>"$work/catalog.err" &
+      "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$count" 2>"$work/catalog.err" &
     pid=$!
     wait_ready "http://127.0.0.1:$PORT/ready"
     run icegate-postgres "$count" default

@@ -142,7 +142,8 @@ impl SqlStore {
         let reads = database.sqlite_file().map(|path| std::sync::Arc::new(sqlite_reads::SqliteReads::new(path)));
         let heads = owner.is_some().then(std::sync::Arc::default);
         let writers = (backend == Backend::Sqlite).then(std::sync::Arc::default);
-        let group = (backend == Backend::Sqlite).then(std::sync::Arc::default);
+        let group = (backend == Backend::Sqlite)
+            .then(|| std::sync::Arc::new(group_commit::GroupCommit::new(database.sqlite_file())));
         Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group })
     }
 
@@ -150,6 +151,12 @@ impl SqlStore {
     /// to the pool instead (see `sqlite_reads`). `None` on PostgreSQL or an in-memory database.
     pub fn in_place_reads(&self) -> Option<(u64, u64)> {
         self.reads.as_ref().map(|reads| reads.counts())
+    }
+
+    /// SQLite: how many groups of metadata swaps were committed on the group committer's own
+    /// connection, and how many through the pool (see `group_commit`). `None` on PostgreSQL.
+    pub fn group_commits(&self) -> Option<(u64, u64)> {
+        self.group.as_ref().map(|group| group.counts())
     }
 
     pub fn backend_kind(&self) -> Backend {

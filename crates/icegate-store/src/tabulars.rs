@@ -353,7 +353,7 @@ async fn load_head(
 // The compare-and-swap: it applies only to the row that still has the expected metadata
 // location, under the name the commit was addressed to (the commit may have been staged on a
 // head remembered in memory, not read: a rename elsewhere must make it conflict).
-const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, metadata_gzip = $3, location = $4, \
+pub(crate) const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, metadata_gzip = $3, location = $4, \
                         updated_at = $5 WHERE id = $6 AND metadata_location = $7 AND name = $8 \
                         AND namespace_id = (SELECT n.id FROM namespaces n WHERE n.warehouse_id = $9 AND n.name = $10)";
 

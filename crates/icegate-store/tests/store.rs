@@ -692,6 +692,11 @@ async fn concurrent_swaps_apply_once_each(db: TestDatabase) {
     }
     let t0 = store.load_tabular(&wh, &ns("db"), "t0", TabularKind::Table).await.unwrap().unwrap();
     assert!(t0.metadata_location.starts_with("racer-"), "{}", t0.metadata_location);
+    // On a SQLite file every group ran on the committer's own connection, none through sqlx.
+    match store.group_commits() {
+        Some((own, pooled)) => assert!(own >= 1 && pooled == 0, "own {own}, pooled {pooled}"),
+        None => assert_eq!(store.backend_kind(), icegate_store::Backend::Postgres),
+    }
 }
 
 async fn a_multi_table_swap_is_all_or_nothing(db: TestDatabase) {
@@ -923,6 +928,30 @@ store_tests!(
     staged_reservations_and_dropped_leases_keep_locations_while_credentials_work,
     a_dropped_namespace_leaves_its_staged_locations_reserved,
 );
+
+/// An in-memory SQLite database has no file for the group committer to open: its swaps are
+/// committed in groups through the pool, with the same outcomes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_sqlite_commits_groups_through_the_pool() {
+    let options = icegate_store::StoreOptions {
+        url: "sqlite::memory:".to_owned(),
+        max_connections: 1,
+        acquire_timeout: std::time::Duration::from_secs(10),
+    };
+    let store = icegate_store::SqlStore::connect_owned(&options).unwrap();
+    store.migrate().await.unwrap();
+    let wh = warehouse(&store, "w").await;
+    store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let id = table(&store, &wh, "t", "file:///w/db/t").await.unwrap();
+    let v0 = "file:///w/db/t/metadata/00000-x.metadata.json";
+    let applied = store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v1")]).await.unwrap();
+    assert_eq!(applied, SwapOutcome::Applied);
+    let stale = store.swap_metadata(&WriteContext::NONE, &[swap(&id, &wh, "t", v0, "v2")]).await.unwrap();
+    assert_eq!(stale, SwapOutcome::Conflict(0));
+    let row = store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().unwrap();
+    assert_eq!(row.metadata_location, "v1");
+    assert_eq!(store.group_commits(), Some((0, 2)));
+}
 
 /// Replicas starting together against an empty PostgreSQL database must not race: every one
 /// of them finishes, and the schema is applied exactly once.
