@@ -32,8 +32,8 @@ use icegate_catalog::store::{MetadataSwap, SwapOutcome};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::tabulars::SWAP_SQL;
-use crate::{SqlStore, db_error, now_ms};
+use crate::tabulars::{SWAP_SQL, swap_values};
+use crate::{SqlStore, db_error, now_ms, store_unavailable};
 
 /// At most this many swaps share a transaction.
 const MAX_GROUP: usize = 64;
@@ -191,20 +191,7 @@ fn run_group(connection: &mut Connection, swaps: &[MetadataSwap], now: i64) -> r
     {
         let mut statement = tx.prepare_cached(SWAP_SQL)?;
         for swap in swaps {
-            // As `bind_swap`: a document stored compressed leaves the text column empty.
-            let text: &str = if swap.metadata_gzip.is_some() { "" } else { &swap.metadata };
-            let changed = statement.execute(rusqlite::params![
-                swap.metadata_location,
-                text,
-                swap.metadata_gzip.as_deref(),
-                swap.location,
-                now,
-                swap.id,
-                swap.expected_metadata_location,
-                swap.name,
-                swap.warehouse_id,
-                swap.namespace.encoded(),
-            ])?;
+            let changed = statement.execute(swap_values(swap, now))?;
             outcomes.push(if changed == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
         }
     }
@@ -219,8 +206,7 @@ fn sqlite_error(err: rusqlite::Error) -> CatalogError {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
     );
     if busy {
-        tracing::warn!(error = %err, "metadata store unavailable");
-        CatalogError::Unavailable("the metadata store is unavailable; retry later".into())
+        store_unavailable(&err)
     } else {
         CatalogError::Internal(anyhow::Error::new(err).context("committing a group of metadata swaps failed"))
     }

@@ -276,11 +276,16 @@ fn db_error(err: sqlx::Error) -> CatalogError {
         _ => false,
     };
     if unavailable {
-        tracing::warn!(error = %err, "metadata store unavailable");
-        CatalogError::Unavailable("the metadata store is unavailable; retry later".into())
+        store_unavailable(&err)
     } else {
         CatalogError::Internal(anyhow::Error::new(err).context("metadata store query failed"))
     }
+}
+
+/// The database cannot be reached (or stayed busy): logged in full, answered as retryable.
+fn store_unavailable(err: &dyn std::fmt::Display) -> CatalogError {
+    tracing::warn!(error = %err, "metadata store unavailable");
+    CatalogError::Unavailable("the metadata store is unavailable; retry later".into())
 }
 
 /// True when `err` is a violation of the kind asked for.

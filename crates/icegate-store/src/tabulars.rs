@@ -435,20 +435,41 @@ async fn namespace_of(conn: &mut sqlx::AnyConnection, id: &str) -> Result<Option
     NamespaceIdent::parse_encoded(&encoded).map(Some)
 }
 
-pub(crate) fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
+/// The values of [`SWAP_SQL`]'s parameters, in order: one list for both ways a swap is run
+/// (sqlx here, the SQLite group committer's own connection in `group_commit`).
+pub(crate) type SwapValues<'a> =
+    (&'a str, &'a str, Option<&'a [u8]>, &'a str, i64, &'a str, &'a str, &'a str, &'a str, String);
+
+pub(crate) fn swap_values(swap: &MetadataSwap, now: i64) -> SwapValues<'_> {
     // A document stored compressed leaves the text column empty.
     let text = if swap.metadata_gzip.is_some() { "" } else { &swap.metadata };
+    (
+        &swap.metadata_location,
+        text,
+        swap.metadata_gzip.as_deref(),
+        &swap.location,
+        now,
+        &swap.id,
+        &swap.expected_metadata_location,
+        &swap.name,
+        &swap.warehouse_id,
+        swap.namespace.encoded(),
+    )
+}
+
+pub(crate) fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
+    let v = swap_values(swap, now);
     sqlx::query(SWAP_SQL)
-        .bind(swap.metadata_location.as_str())
-        .bind(text)
-        .bind(swap.metadata_gzip.as_deref())
-        .bind(swap.location.as_str())
-        .bind(now)
-        .bind(swap.id.as_str())
-        .bind(swap.expected_metadata_location.as_str())
-        .bind(swap.name.as_str())
-        .bind(swap.warehouse_id.as_str())
-        .bind(swap.namespace.encoded())
+        .bind(v.0)
+        .bind(v.1)
+        .bind(v.2)
+        .bind(v.3)
+        .bind(v.4)
+        .bind(v.5)
+        .bind(v.6)
+        .bind(v.7)
+        .bind(v.8)
+        .bind(v.9)
 }
 
 async fn drop(
