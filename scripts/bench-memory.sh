@@ -10,6 +10,10 @@
 # working set; docs/benchmarks.md has the figures.
 #
 #   scripts/bench-memory.sh [--seconds 10]
+#
+# ICEGATE_BENCH_ENV: extra environment for icegate (e.g. ICEGATE__CATALOG__METADATA_CACHE_BYTES=...).
+# ICEGATE_BENCH_DETAIL=1: also print what RSS is made of (anonymous memory vs mapped files, i.e.
+# the heap vs the binary) after each step and at its highest (sampled every 50 ms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=10
@@ -32,9 +36,19 @@ rss() {
   sleep 2
   local status="/proc/$pid/status"
   echo "icegate RSS: $(($(awk '/VmRSS/ {print $2}' "$status") / 1024)) MB, peak $(($(awk '/VmHWM/ {print $2}' "$status") / 1024)) MB ($1)"
+  [ -n "${ICEGATE_BENCH_DETAIL:-}" ] && grep -E "RssAnon|RssFile|Threads" "$status" | tr -s ' \t' ' ' | tr '\n' ' ' && echo
+  true
 }
 bench() { "$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" --seconds "$seconds" "$@" | tail -n +3; }
 
+if [ -n "${ICEGATE_BENCH_DETAIL:-}" ]; then
+  # The composition of RSS at its highest: sampled every 50 ms.
+  ( best=0; while kill -0 "$pid" 2>/dev/null; do
+      line=$(grep -E "VmRSS|RssAnon|RssFile" "/proc/$pid/status" 2>/dev/null | awk '{printf "%s %s ", $1, $2}')
+      now=$(echo "$line" | awk '{print $2}')
+      if [ -n "$now" ] && [ "$now" -gt "$best" ]; then best=$now; echo "$line" >"$work/peak"; fi
+      sleep 0.05; done ) &
+fi
 rss "empty catalog"
 bench --width 10 --depth 1 --tables-per-leaf 10000 --create-connections 16 --workloads create-tree
 rss "after creating 100,000 tables"
@@ -47,3 +61,5 @@ bench "${big[@]}" --connections 16 --workloads load-table-gzip,load-table
 rss "after loads spread over the 100 big tables"
 bench --width 10 --depth 1 --tables-per-leaf 10000 --connections 64 --workloads load-table
 rss "after loads spread over the 100,000 small tables"
+[ -f "$work/peak" ] && echo "at the peak: $(cat "$work/peak")"
+true

@@ -18,7 +18,7 @@
 # warehouse under a temporary directory (file://); its warehouse name is the warehouse URL.
 # icegate runs with its defaults but for --no-sync (storage.sync_local_files = false: its metadata
 # files are then not synced to disk before a commit is acknowledged, as the peer's are not) and
-# --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 64 MiB).
+# --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 48 MiB).
 # ICEGATE_BIN: a prebuilt icegate to run instead of this tree's release build (A/B of two builds).
 # PostgreSQL: ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), a fresh database
 # per run, dropped afterwards.
