@@ -82,7 +82,7 @@ pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 /// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`): with the
 /// commit budget, what keeps a 100,000-table catalog with a hundred 2,000-snapshot tables
 /// committed to at once within 150 MB resident, peak included (64 MiB and 32 MiB peaked at
-/// 160 MB; docs/benchmarks.md, "Memory"). An entry may take an eighth: tables of up to about
+/// 160 MB; docs/benchmarks.md, "Fourth pass"). An entry may take an eighth: tables of up to about
 /// 5,000 snapshots keep their parsed form.
 pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 48 * 1024 * 1024;
 
