@@ -2,7 +2,7 @@
 # icegate beside a peer Iceberg REST catalog (Rustberg 0.3) on the same machine, in one run:
 #
 #   scripts/bench-peer.sh [--snapshots "100 2000"] [--seconds 5] [--repeat 3] [--out DIR] [--no-postgres]
-#                         [--no-sync] [--cache-bytes N]
+#                         [--no-sync] [--cache-bytes N] [--no-peer] [--postgres-first]
 #
 # For each snapshot count, each catalog starts empty (icegate on SQLite, icegate on PostgreSQL,
 # then Rustberg), gets four tables of that many snapshots (`icegate-bench --preset big-tables`
@@ -12,6 +12,9 @@
 # shows in all of them. Writes DIR/<catalog>-<N>.json, DIR/table.md and DIR/growth.svg
 # (throughput and p99 against snapshot count; scripts/bench_report.py).
 #
+# --no-peer: icegate alone (SQLite beside PostgreSQL), without Rustberg. --postgres-first:
+# icegate on PostgreSQL runs before icegate on SQLite (the order can matter: see
+# docs/benchmarks.md, "Fifth pass").
 # Rustberg: RUSTBERG_BIN, or `rustberg` on PATH or in ~/.cargo/bin; install it with
 #   cargo install rustberg --version 0.3.0 --locked
 # It runs as its README's development mode: --dev --no-auth --insecure-http, its catalog and
@@ -29,6 +32,8 @@ seconds=5
 repeat=3
 out="bench-results/peer-$(date +%Y%m%d-%H%M%S)"
 postgres=1
+peer=1
+postgres_first=0
 icegate_env=(RUST_LOG=warn)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +42,8 @@ while [ $# -gt 0 ]; do
     --repeat) repeat="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --no-postgres) postgres=0; shift ;;
+    --no-peer) peer=0; shift ;;
+    --postgres-first) postgres_first=1; shift ;;
     --no-sync) icegate_env+=(ICEGATE__STORAGE__SYNC_LOCAL_FILES=false); shift ;;
     --cache-bytes) icegate_env+=(ICEGATE__CATALOG__METADATA_CACHE_BYTES="$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
@@ -44,7 +51,7 @@ while [ $# -gt 0 ]; do
 done
 
 rustberg="${RUSTBERG_BIN:-$(command -v rustberg || echo "$HOME/.cargo/bin/rustberg")}"
-if [ ! -x "$rustberg" ]; then
+if [ "$peer" = 1 ] && [ ! -x "$rustberg" ]; then
   echo "Rustberg not found: cargo install rustberg --version 0.3.0 --locked (or set RUSTBERG_BIN)" >&2
   exit 1
 fi
@@ -91,34 +98,42 @@ run() {
 # Every run gets directories of its own, removed only at the end: on ext4 (without a journal)
 # creating files right after many were deleted costs far more (the inode allocator steps over
 # recently deleted inodes), which would penalise whichever catalog ran after a clean-up.
-for count in $counts; do
-  env "${icegate_env[@]}" "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$count" \
+run_sqlite() {
+  env "${icegate_env[@]}" "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/sqlite-$1" \
     2>"$work/catalog.err" &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT/ready"
-  run icegate-sqlite "$count" default
+  run icegate-sqlite "$1" default
   stop
+}
 
-  if [ "$postgres" = 1 ]; then
-    database="icegate_peer_$$"
-    psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
-    env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
-      "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$count" 2>"$work/catalog.err" &
+run_postgres() {
+  database="icegate_peer_$$"
+  psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
+  env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
+    "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$1" 2>"$work/catalog.err" &
+  pid=$!
+  wait_ready "http://127.0.0.1:$PORT/ready"
+  run icegate-postgres "$1" default
+  stop
+}
+
+for count in $counts; do
+  if [ "$postgres" = 1 ] && [ "$postgres_first" = 1 ]; then run_postgres "$count"; fi
+  run_sqlite "$count"
+  if [ "$postgres" = 1 ] && [ "$postgres_first" = 0 ]; then run_postgres "$count"; fi
+
+  if [ "$peer" = 1 ]; then
+    peer_dir="$work/rustberg-$count"
+    mkdir -p "$peer_dir/warehouse"
+    RUST_LOG=warn "$rustberg" --dev --no-auth --insecure-http --host 127.0.0.1 --port "$PORT" \
+      --catalog-url "file://$peer_dir/catalog.redb" --warehouse "file://$peer_dir/warehouse" \
+      2>"$work/catalog.err" >"$work/catalog.out" &
     pid=$!
-    wait_ready "http://127.0.0.1:$PORT/ready"
-    run icegate-postgres "$count" default
+    wait_ready "http://127.0.0.1:$PORT/v1/config?warehouse=file://$peer_dir/warehouse"
+    run rustberg "$count" "file://$peer_dir/warehouse"
     stop
   fi
-
-  peer="$work/rustberg-$count"
-  mkdir -p "$peer/warehouse"
-  RUST_LOG=warn "$rustberg" --dev --no-auth --insecure-http --host 127.0.0.1 --port "$PORT" \
-    --catalog-url "file://$peer/catalog.redb" --warehouse "file://$peer/warehouse" \
-    2>"$work/catalog.err" >"$work/catalog.out" &
-  pid=$!
-  wait_ready "http://127.0.0.1:$PORT/v1/config?warehouse=file://$peer/warehouse"
-  run rustberg "$count" "file://$peer/warehouse"
-  stop
 done
 
 printf '%s\n' "${icegate_env[@]}" >"$out/icegate-settings.txt"

@@ -34,8 +34,8 @@ def load(directory):
 def table(runs):
     catalogs = sorted({c for c, _, _ in runs}, key=lambda c: (c == "rustberg", c))
     counts = sorted({s for _, s, _ in runs})
-    lines = ["| workload | snapshots | " + " | ".join(f"{c} req/s (p99 ms)" for c in catalogs) + " | icegate-sqlite / rustberg |",
-             "|---|---|" + "---|" * len(catalogs) + "---|"]
+    lines = ["| workload | snapshots | " + " | ".join(f"{c} req/s (p99 ms)" for c in catalogs) + " | icegate-sqlite / rustberg | postgres / sqlite |",
+             "|---|---|" + "---|" * len(catalogs) + "---|---|"]
     for workload in WORKLOADS:
         for count in counts:
             cells, rates = [], {}
@@ -52,7 +52,9 @@ def table(runs):
                 continue
             peer, ours = rates.get("rustberg"), rates.get("icegate-sqlite")
             ratio = f"{ours / peer:.1f}x" if peer and ours else "-"
-            lines.append(f"| {workload} | {count:,} | " + " | ".join(cells) + f" | {ratio} |")
+            postgres = rates.get("icegate-postgres")
+            share = f"{postgres / ours:.0%}" if postgres and ours else "-"
+            lines.append(f"| {workload} | {count:,} | " + " | ".join(cells) + f" | {ratio} | {share} |")
     return "\n".join(lines) + "\n"
 
 

@@ -58,7 +58,7 @@ pub struct SqlStore {
     _owner: Option<std::sync::Arc<database::Owner>>,
     /// SQLite only: the turn of this process's write transactions (see [`SqlStore::begin_write`]).
     writers: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
-    /// SQLite only: single-table metadata swaps committed in groups (see `group_commit`).
+    /// Single-table metadata swaps committed in groups (see `group_commit`).
     group: Option<std::sync::Arc<group_commit::GroupCommit>>,
 }
 
@@ -142,8 +142,14 @@ impl SqlStore {
         let reads = database.sqlite_file().map(|path| std::sync::Arc::new(sqlite_reads::SqliteReads::new(path)));
         let heads = owner.is_some().then(std::sync::Arc::default);
         let writers = (backend == Backend::Sqlite).then(std::sync::Arc::default);
-        let group = (backend == Backend::Sqlite)
-            .then(|| std::sync::Arc::new(group_commit::GroupCommit::new(database.sqlite_file())));
+        let own = match (backend, database.sqlite_file()) {
+            (Backend::Postgres, _) => {
+                Some(group_commit::Own::Postgres(database.url().to_owned(), options.acquire_timeout))
+            }
+            (Backend::Sqlite, Some(file)) => Some(group_commit::Own::Sqlite(file.to_owned())),
+            (Backend::Sqlite, None) => None,
+        };
+        let group = Some(std::sync::Arc::new(group_commit::GroupCommit::new(own)));
         Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group })
     }
 
@@ -153,10 +159,17 @@ impl SqlStore {
         self.reads.as_ref().map(|reads| reads.counts())
     }
 
-    /// SQLite: how many groups of metadata swaps were committed on the group committer's own
-    /// connection, and how many through the pool (see `group_commit`). `None` on PostgreSQL.
+    /// How many groups of metadata swaps were committed on the group committer's own SQLite
+    /// connection, and how many through the pool (see `group_commit`).
     pub fn group_commits(&self) -> Option<(u64, u64)> {
         self.group.as_ref().map(|group| group.counts())
+    }
+
+    /// How many groups of metadata swaps the server aborted (PostgreSQL: a row's lock held past
+    /// the group's lock timeout, a deadlock, a serialization failure), whose swaps then ran
+    /// alone (see `group_commit`).
+    pub fn aborted_groups(&self) -> u64 {
+        self.group.as_ref().map_or(0, |group| group.aborted())
     }
 
     pub fn backend_kind(&self) -> Backend {

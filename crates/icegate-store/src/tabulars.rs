@@ -365,7 +365,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         && !only.locations_changed
         && write.idempotency.is_none()
     {
-        // On SQLite it is committed with the others queued meanwhile, sharing their sync.
+        // It is committed with the others queued meanwhile, in one transaction (`group_commit`).
         if let Some(group) = &store.group {
             return group.swap(store, only.clone()).await;
         }
@@ -373,9 +373,18 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
     }
     let mut tx = store.begin_write().await?;
-    for (index, swap) in swaps.iter().enumerate() {
+    // Locks in one order (see `lock_order`): the warehouses whose locations change first, then
+    // the rows, by id.
+    let mut warehouses: Vec<&str> =
+        swaps.iter().filter(|swap| swap.locations_changed).map(|swap| swap.warehouse_id.as_str()).collect();
+    warehouses.sort_unstable();
+    warehouses.dedup();
+    for warehouse_id in warehouses {
+        lock_warehouse(store, &mut tx, warehouse_id).await?;
+    }
+    for index in lock_order(swaps.iter()) {
+        let swap = &swaps[index];
         if swap.locations_changed {
-            lock_warehouse(store, &mut tx, &swap.warehouse_id).await?;
             // Namespace directories count for the locations it gains only: a table renamed into
             // another namespace keeps the locations it had, in its old namespace's directory.
             let namespace = namespace_of(&mut tx, &swap.id).await?;
@@ -421,6 +430,18 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
     }
     store.commit_write(tx, write).await?;
     Ok(SwapOutcome::Applied)
+}
+
+/// The order in which a write that changes several table or view rows takes their locks: by
+/// id, ascending (ties in the order given). Every such write on PostgreSQL — a multi-table
+/// commit, a group of single-table commits (`group_commit`) — takes its rows' locks in this one
+/// order, and warehouse locks (`lock_warehouse`) before any row's, so two of them never wait for
+/// each other in a cycle. (A drop, a rename or a single swap locks one row.) Answers indexes
+/// into `swaps`.
+pub(crate) fn lock_order<'a>(swaps: impl ExactSizeIterator<Item = &'a MetadataSwap>) -> Vec<usize> {
+    let mut ids: Vec<(&str, usize)> = swaps.enumerate().map(|(index, swap)| (swap.id.as_str(), index)).collect();
+    ids.sort();
+    ids.into_iter().map(|(_, index)| index).collect()
 }
 
 /// The namespace of a table or view, by id (`None` when it is gone: the swap then conflicts).

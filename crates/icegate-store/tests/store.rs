@@ -692,11 +692,11 @@ async fn concurrent_swaps_apply_once_each(db: TestDatabase) {
     }
     let t0 = store.load_tabular(&wh, &ns("db"), "t0", TabularKind::Table).await.unwrap().unwrap();
     assert!(t0.metadata_location.starts_with("racer-"), "{}", t0.metadata_location);
-    // On a SQLite file every group ran on the committer's own connection, none through sqlx.
-    match store.group_commits() {
-        Some((own, pooled)) => assert!(own >= 1 && pooled == 0, "own {own}, pooled {pooled}"),
-        None => assert_eq!(store.backend_kind(), icegate_store::Backend::Postgres),
-    }
+    // Every group ran on the committer's own connection, none through the pool, and none was
+    // aborted.
+    let (own, pooled) = store.group_commits().unwrap();
+    assert!(own >= 1 && pooled == 0, "own {own}, pooled {pooled}");
+    assert_eq!(store.aborted_groups(), 0);
 }
 
 async fn a_multi_table_swap_is_all_or_nothing(db: TestDatabase) {
@@ -978,4 +978,226 @@ async fn replicas_migrating_a_fresh_postgres_database_at_once_all_succeed() {
     }
     let wh = warehouse(&db.store, "after-race").await;
     assert!(!wh.is_empty());
+}
+
+/// PostgreSQL: two tables a and b (a's id sorts first), in namespace `db` of a new warehouse.
+async fn two_postgres_tables() -> (TestDatabase, String, String, String) {
+    let db = TestDatabase::new(TestBackend::Postgres).await;
+    let wh = warehouse(&db.store, "w").await;
+    db.store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
+    let a = table(&db.store, &wh, "a", "file:///w/db/a").await.unwrap();
+    let b = table(&db.store, &wh, "b", "file:///w/db/b").await.unwrap();
+    assert!(a < b, "ids are time-ordered");
+    (db, wh, a, b)
+}
+
+/// A connection of its own to the test's database, in a transaction that holds `id`'s row.
+async fn hold_row(url: &str, id: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut holder = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM tabulars WHERE id = $1 FOR UPDATE").bind(id).execute(&mut holder).await.unwrap();
+    holder
+}
+
+/// Waits until `waiting` sessions of the test's database wait for a lock.
+async fn until_waiting_for_locks(url: &str, waiting: i64) {
+    use sqlx::Connection;
+    let mut watcher = sqlx::PgConnection::connect(url).await.unwrap();
+    for _ in 0..500 {
+        let now: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&mut watcher)
+        .await
+        .unwrap();
+        if now >= waiting {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no session waited for a lock");
+}
+
+/// Whether `id`'s row can be locked right now (another transaction does not hold it).
+async fn row_is_free(url: &str, id: &str) -> bool {
+    use sqlx::Connection;
+    let mut probe = sqlx::PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut probe).await.unwrap();
+    let free = sqlx::query("SELECT 1 FROM tabulars WHERE id = $1 FOR UPDATE NOWAIT").bind(id).execute(&mut probe).await;
+    sqlx::raw_sql("ROLLBACK").execute(&mut probe).await.unwrap();
+    free.is_ok()
+}
+
+async fn metadata_location(db: &TestDatabase, wh: &str, name: &str) -> String {
+    db.store.load_tabular(wh, &ns("db"), name, TabularKind::Table).await.unwrap().unwrap().metadata_location
+}
+
+/// A group of single-table commits whose second row another transaction holds: the server
+/// aborts the group at its lock timeout, and each swap runs alone, so the commit of the free
+/// table is answered while the other still waits, and both apply.
+#[tokio::test(flavor = "current_thread")]
+async fn a_postgres_group_held_up_by_a_locked_row_runs_its_swaps_alone() {
+    let (db, wh, a, b) = two_postgres_tables().await;
+    let (a0, b0) = ("file:///w/db/a/metadata/00000-x.metadata.json", "file:///w/db/b/metadata/00000-x.metadata.json");
+    let mut holder = hold_row(&db.url, &b).await;
+    // Spawned on this thread, both are queued before the committer runs: one group.
+    let store = Arc::new(db.store.clone());
+    let swap_a = tokio::spawn({
+        let (store, swap) = (store.clone(), swap(&a, &wh, "a", a0, "a1"));
+        async move { store.swap_metadata(&WriteContext::NONE, &[swap]).await }
+    });
+    let swap_b = tokio::spawn({
+        let (store, swap) = (store.clone(), swap(&b, &wh, "b", b0, "b1"));
+        async move { store.swap_metadata(&WriteContext::NONE, &[swap]).await }
+    });
+    let applied = tokio::time::timeout(std::time::Duration::from_secs(20), swap_a).await;
+    assert_eq!(applied.expect("a's commit waits for b's lock").unwrap().unwrap(), SwapOutcome::Applied);
+    assert_eq!(metadata_location(&db, &wh, "a").await, "a1");
+    assert!(!swap_b.is_finished(), "b's swap went ahead of the transaction holding its row");
+    assert_eq!(metadata_location(&db, &wh, "b").await, b0);
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    assert_eq!(swap_b.await.unwrap().unwrap(), SwapOutcome::Applied);
+    assert_eq!(metadata_location(&db, &wh, "b").await, "b1");
+    assert_eq!(db.store.group_commits(), Some((1, 0)), "both swaps were one group");
+    assert_eq!(db.store.aborted_groups(), 1);
+}
+
+/// A deadlock between a group and another transaction that takes the same rows in the other
+/// order: the group gives way (its lock timeout is shorter than the server's deadlock check),
+/// and its swaps, run again alone, apply once the other transaction commits. Nothing is
+/// answered as failed.
+#[tokio::test(flavor = "current_thread")]
+async fn a_postgres_group_in_a_deadlock_gives_way_and_runs_its_swaps_alone() {
+    use sqlx::Connection;
+    let (db, wh, a, b) = two_postgres_tables().await;
+    let (a0, b0) = ("file:///w/db/a/metadata/00000-x.metadata.json", "file:///w/db/b/metadata/00000-x.metadata.json");
+    let store = Arc::new(db.store.clone());
+    // The other transaction would only look for a deadlock after 30 s: the group gives way.
+    let mut other = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("BEGIN; SET LOCAL deadlock_timeout = '30s'").execute(&mut other).await.unwrap();
+    let touch = "UPDATE tabulars SET updated_at = updated_at + 1 WHERE id = $1";
+    sqlx::query(touch).bind(&b).execute(&mut other).await.unwrap();
+    let swaps = tokio::spawn({
+        let store = store.clone();
+        let (swap_a, swap_b) = (swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", b0, "b1"));
+        async move {
+            let write = WriteContext::NONE;
+            let (a, b) = tokio::join!(
+                store.swap_metadata(&write, std::slice::from_ref(&swap_a)),
+                store.swap_metadata(&write, std::slice::from_ref(&swap_b)),
+            );
+            (a.unwrap(), b.unwrap())
+        }
+    });
+    // The group holds a and waits for b; now the other transaction waits for a.
+    until_waiting_for_locks(&db.url, 1).await;
+    sqlx::query(touch).bind(&a).execute(&mut other).await.unwrap();
+    sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
+    let outcomes = tokio::time::timeout(std::time::Duration::from_secs(20), swaps).await.unwrap().unwrap();
+    assert_eq!(outcomes, (SwapOutcome::Applied, SwapOutcome::Applied));
+    assert_eq!(metadata_location(&db, &wh, "a").await, "a1");
+    assert_eq!(metadata_location(&db, &wh, "b").await, "b1");
+    assert_eq!(store.group_commits(), Some((1, 0)), "both swaps were one group");
+    assert_eq!(store.aborted_groups(), 1);
+}
+
+/// A multi-table commit takes its rows' locks by id whatever the order of its tables, and its
+/// warehouses' locks before any row's: while it waits for the first row (or the warehouse), it
+/// holds none of the others, so it cannot deadlock with a group or another such commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_multi_table_commit_takes_locks_in_one_order() {
+    let (db, wh, a, b) = two_postgres_tables().await;
+    let (a0, b0) = ("file:///w/db/a/metadata/00000-x.metadata.json", "file:///w/db/b/metadata/00000-x.metadata.json");
+    let store = Arc::new(db.store.clone());
+    // Tables named b then a; a's row is held.
+    let mut holder = hold_row(&db.url, &a).await;
+    let commit = tokio::spawn({
+        let (store, swaps) = (store.clone(), [swap(&b, &wh, "b", b0, "b1"), swap(&a, &wh, "a", a0, "a1")]);
+        async move { store.swap_metadata(&WriteContext::NONE, &swaps).await }
+    });
+    until_waiting_for_locks(&db.url, 1).await;
+    assert!(row_is_free(&db.url, &b).await, "the commit locked b before waiting for a");
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    assert_eq!(commit.await.unwrap().unwrap(), SwapOutcome::Applied);
+    assert_eq!(
+        (metadata_location(&db, &wh, "a").await, metadata_location(&db, &wh, "b").await),
+        ("a1".into(), "b1".into())
+    );
+
+    // b moves to a new location (the warehouse's lock), a does not; the warehouse is held.
+    use sqlx::Connection;
+    let mut holder = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
+    sqlx::query("SELECT 1 FROM warehouses WHERE id = $1 FOR NO KEY UPDATE")
+        .bind(&wh)
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let mut moved = swap(&b, &wh, "b", "b1", "b2");
+    moved.location = "file:///w/db/b-moved".into();
+    moved.locations_changed = true;
+    let commit = tokio::spawn({
+        let (store, swaps) = (store.clone(), [swap(&a, &wh, "a", "a1", "a2"), moved]);
+        async move { store.swap_metadata(&WriteContext::NONE, &swaps).await }
+    });
+    until_waiting_for_locks(&db.url, 1).await;
+    assert!(row_is_free(&db.url, &a).await, "the commit locked a before waiting for the warehouse");
+    sqlx::raw_sql("COMMIT").execute(&mut holder).await.unwrap();
+    assert_eq!(commit.await.unwrap().unwrap(), SwapOutcome::Applied);
+    assert_eq!(
+        (metadata_location(&db, &wh, "a").await, metadata_location(&db, &wh, "b").await),
+        ("a2".into(), "b2".into())
+    );
+}
+
+/// When the committer's own PostgreSQL connection cannot open (here: its role may hold one
+/// connection, which the pool has), groups commit through the pool, with the same outcomes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_groups_commit_through_the_pool_when_their_connection_does_not_open() {
+    use sqlx::Connection;
+    let (db, wh, a, b) = two_postgres_tables().await;
+    let (a0, b0) = ("file:///w/db/a/metadata/00000-x.metadata.json", "file:///w/db/b/metadata/00000-x.metadata.json");
+    let role = format!("icegate_one_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'one' CONNECTION LIMIT 1; \
+         GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // The test database's URL, as that role.
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host = rest.split_once('@').filter(|(user, _)| !user.contains('/')).map_or(rest, |(_, host)| host);
+    let url = format!("{scheme}://{role}:one@{host}");
+    let store = icegate_store::SqlStore::connect_lazy(&icegate_store::StoreOptions {
+        url,
+        max_connections: 1,
+        acquire_timeout: std::time::Duration::from_secs(10),
+    })
+    .unwrap();
+    store.ping().await.unwrap(); // the pool holds the role's one connection
+    let write = WriteContext::NONE;
+    let (to_a1, stale) = (swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", "stale", "b1"));
+    let (first, second) = tokio::join!(
+        store.swap_metadata(&write, std::slice::from_ref(&to_a1)),
+        store.swap_metadata(&write, std::slice::from_ref(&stale)),
+    );
+    assert_eq!((first.unwrap(), second.unwrap()), (SwapOutcome::Applied, SwapOutcome::Conflict(0)));
+    let applied = store.swap_metadata(&write, &[swap(&b, &wh, "b", b0, "b1")]).await.unwrap();
+    assert_eq!(applied, SwapOutcome::Applied);
+    assert_eq!(
+        (metadata_location(&db, &wh, "a").await, metadata_location(&db, &wh, "b").await),
+        ("a1".into(), "b1".into())
+    );
+    let (own, pooled) = store.group_commits().unwrap();
+    assert!(own == 0 && pooled >= 1, "own {own}, pooled {pooled}");
+    store.close().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}; DROP ROLE {role}"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
 }
