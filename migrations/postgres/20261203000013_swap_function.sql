@@ -2,12 +2,17 @@
 -- group_commit.rs): one round trip and one transaction for the group, where a transaction of
 -- BEGIN, one UPDATE per swap and COMMIT took two round trips more than it has swaps.
 --
--- Each swap is exactly tabulars::SWAP_SQL: it applies only to the row with its table's id, its
--- expected metadata location, and the name and namespace it was addressed to. They run in the
--- order given (the caller's lock order: ids ascending), each against the rows as the ones
--- before it left them, and the answer says which applied. A row's lock is waited for at most
--- 200 ms (the function's own setting): past that the server aborts the statement, nothing of
--- it applies, and the caller runs the swaps alone.
+-- First it locks the group's rows that no other transaction holds, by id, skipping the others
+-- (it never waits for a row, so it can be in no deadlock and holds up no commit behind it).
+-- Then each swap whose row it locked runs exactly as tabulars::SWAP_SQL: it applies only to the
+-- row with its table's id, its expected metadata location, and the name and namespace it was
+-- addressed to; in the order given, each against the row as the ones before it left it. The
+-- answer says, per swap: 1 applied, 0 conflicted, 2 not run (its row was held, or is gone):
+-- the caller runs those alone. The lock timeout is only a backstop.
+--
+-- It runs with the caller's rights (not SECURITY DEFINER), and with the search path it was
+-- created with, the one the migrations created the tables with: a session's search path cannot
+-- point its tables at others of the same names.
 CREATE FUNCTION icegate_swap_metadata(
     p_ids                TEXT[],
     p_expected           TEXT[],
@@ -19,22 +24,31 @@ CREATE FUNCTION icegate_swap_metadata(
     p_gzips              BYTEA[],
     p_locations          TEXT[],
     p_now                BIGINT
-) RETURNS BOOLEAN[]
+) RETURNS SMALLINT[]
 LANGUAGE plpgsql
 SET lock_timeout = '200ms'
+SET search_path FROM CURRENT
 AS $$
 DECLARE
-    applied BOOLEAN[] := '{}';
+    locked  TEXT[];
+    outcome SMALLINT[] := '{}';
 BEGIN
+    SELECT coalesce(array_agg(free.id), '{}') INTO locked
+      FROM (SELECT t.id FROM tabulars t WHERE t.id = ANY (p_ids)
+             ORDER BY t.id FOR NO KEY UPDATE SKIP LOCKED) AS free;
     FOR i IN 1 .. coalesce(array_length(p_ids, 1), 0) LOOP
+        IF NOT (p_ids[i] = ANY (locked)) THEN
+            outcome := outcome || 2::SMALLINT;
+            CONTINUE;
+        END IF;
         UPDATE tabulars
            SET metadata_location = p_metadata_locations[i], metadata = p_documents[i],
                metadata_gzip = p_gzips[i], location = p_locations[i], updated_at = p_now
          WHERE id = p_ids[i] AND metadata_location = p_expected[i] AND name = p_names[i]
            AND namespace_id = (SELECT n.id FROM namespaces n
                                 WHERE n.warehouse_id = p_warehouse_ids[i] AND n.name = p_namespaces[i]);
-        applied := applied || FOUND;
+        outcome := outcome || (CASE WHEN FOUND THEN 1 ELSE 0 END)::SMALLINT;
     END LOOP;
-    RETURN applied;
+    RETURN outcome;
 END
 $$;

@@ -14,9 +14,11 @@
 //! - a lost race deletes the losing files and retries with a short, growing pause, up to
 //!   [`MAX_COMMIT_ATTEMPTS`];
 //! - a swap refused before anything changed deletes the files and answers the refusal;
-//! - a swap that failed in the database is resolved by reading the rows back: applied
+//! - a swap that failed in the database is resolved by reading the rows back, by id: applied
 //!   (answered as committed), not applied (files deleted, the error answered), or unknowable
-//!   (`CommitStateUnknown`, files kept: the row may point at them).
+//!   (`CommitStateUnknown`, files kept: the row may point at them); a store that answers
+//!   `CommitStateUnknown` itself is not read back (the database may still apply the swap: the
+//!   store answers any other error only once the failed statement can change nothing more).
 //!
 //! Commits in flight share a memory budget ([`CommitBudget`], `catalog.commit_memory_bytes`):
 //! a commit of a table with a large document holds its new document, its compressed form and
@@ -32,7 +34,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::service::Catalog;
-use crate::store::{MetadataSwap, SwapOutcome, TabularKind, Warehouse};
+use crate::store::{MetadataSwap, SwapOutcome, Warehouse};
 use crate::tables::TableIdent;
 
 /// How often a commit that lost a race is staged again on the new metadata before giving up
@@ -116,8 +118,6 @@ pub(crate) enum Staging<E, R> {
 
 /// What a commit of one kind of metadata does that the engine does not.
 pub(crate) trait MetadataKind: Send + Sync + 'static {
-    /// Which rows the swaps change (to read them back after a failed swap).
-    const KIND: TabularKind;
     type Change: Send + Sync + 'static;
     type Extra: Send + Sync;
     type Output: Send + 'static;
@@ -226,6 +226,9 @@ impl Catalog {
                     self.delete_in_background(warehouse, written);
                     return Err(err);
                 }
+                // The store itself cannot tell (it gave up waiting for the database, which may
+                // still apply the swap): reading the rows now could race that, so the files stay.
+                Err(err @ CatalogError::CommitStateUnknown(_)) => return Err(err),
                 // The database failed during the swap: learn from the rows whether it applied.
                 Err(err) => {
                     tracing::warn!(error = ?err, "metadata swap failed; checking whether it applied");
@@ -253,39 +256,44 @@ impl Catalog {
     }
 
     /// When the swap itself failed (the database went away mid-statement), find out whether it
-    /// applied. Only if that cannot be known is the state unknown, and the new files are kept,
-    /// because the rows may already point at them.
+    /// applied, from the rows by id (a table renamed since is still the one swapped). The store
+    /// answers such errors only once the failed statement can no longer change anything (it
+    /// answers `CommitStateUnknown` itself otherwise), so the rows read now are final. A row at
+    /// its new location applied; a row still at its expected location did not (it never moves
+    /// back to a file it left); anything else (the row gone, or at a third location: applied
+    /// and committed over, or not applied and committed over by another) cannot be told apart,
+    /// and the files are kept, as for every unknown outcome, because the rows may point at them.
     async fn resolve_failed_swap<K: MetadataKind>(
         &self,
         warehouse: &Warehouse,
         staged: &[Staged<K::Extra>],
     ) -> Result<bool> {
-        let swapped: Vec<(&TableIdent, &MetadataSwap)> =
-            staged.iter().filter_map(|s| s.swap.as_ref().map(|swap| (&s.ident, swap))).collect();
-        let mut applied = 0;
-        for (ident, swap) in &swapped {
-            match self.store().load_tabular(&warehouse.id, &ident.namespace, &ident.name, K::KIND).await {
-                Ok(Some(row)) if row.metadata_location == swap.metadata_location => applied += 1,
-                Ok(_) => {}
-                Err(_) => {
-                    return Err(CatalogError::CommitStateUnknown(
-                        "the metadata store failed while committing; the commit may or may not have been applied. \
-                         Reload before retrying."
-                            .into(),
-                    ));
-                }
+        let unknown = || {
+            CatalogError::CommitStateUnknown(
+                "the metadata store failed while committing; the commit may or may not have been applied. \
+                 Reload before retrying."
+                    .into(),
+            )
+        };
+        let swapped: Vec<&MetadataSwap> = staged.iter().filter_map(|s| s.swap.as_ref()).collect();
+        let (mut applied, mut not_applied) = (0, 0);
+        for swap in &swapped {
+            match self.store().metadata_location_of(&swap.id).await {
+                Ok(Some(now)) if now == swap.metadata_location => applied += 1,
+                Ok(Some(now)) if now == swap.expected_metadata_location => not_applied += 1,
+                Ok(_) | Err(_) => return Err(unknown()),
             }
         }
-        match applied {
-            0 => {
-                for (_, swap) in &swapped {
+        match (applied, not_applied) {
+            (0, _) => {
+                for swap in &swapped {
                     self.delete_quietly(warehouse, &swap.metadata_location).await;
                 }
                 Ok(false)
             }
-            n if n == swapped.len() => Ok(true),
+            (_, 0) => Ok(true),
             // The swaps share one transaction, so this cannot happen; if it does, say so.
-            _ => Err(CatalogError::CommitStateUnknown("the commit outcome is unknown; reload before retrying".into())),
+            _ => Err(unknown()),
         }
     }
 

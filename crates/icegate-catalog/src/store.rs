@@ -293,6 +293,10 @@ pub trait TabularStore: Send + Sync {
         lease_until_ms: i64,
         expected_id: Option<&str>,
     ) -> Result<Option<Dropped>>;
+    /// The metadata location a table or view's row points at now, by id, read from the database
+    /// (never from memory), `None` when the row is gone: how a commit whose swap failed learns
+    /// what became of it, whatever the table is called by then.
+    async fn metadata_location_of(&self, tabular_id: &str) -> Result<Option<String>>;
     /// Every location recorded for a table or view: its base location and every other location
     /// it owns (current extra locations and those it moved away from).
     async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>>;

@@ -152,7 +152,8 @@ impl Catalog {
             )
             .await;
         if let Err(err) = created {
-            if write_file {
+            // Unless the row may yet be created, pointing at the file.
+            if write_file && !matches!(err, CatalogError::CommitStateUnknown(_)) {
                 let _ = self.files().delete(warehouse, metadata_location).await;
             }
             return Err(err);
@@ -284,7 +285,6 @@ pub(crate) struct ViewChange {
 pub(crate) struct ViewCommit;
 
 impl MetadataKind for ViewCommit {
-    const KIND: TabularKind = TabularKind::View;
     type Change = ViewChange;
     type Extra = ViewResult;
     type Output = ViewResult;

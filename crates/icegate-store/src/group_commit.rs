@@ -25,32 +25,48 @@
 //! - PostgreSQL: the store's URL (one connection more than the pool's), where the group is one
 //!   statement, `icegate_swap_metadata` (migrations/postgres): one round trip and one implicit
 //!   transaction, where `BEGIN`, an `UPDATE` per swap and `COMMIT` took two more round trips
-//!   than it has swaps.
+//!   than it has swaps. The connection is checked before use when it idled; its statements are
+//!   cancelled by the server past 20 s; it is left alone for 10 s when it does not open or
+//!   serve (or the database lacks the function), and its groups run through the pool meanwhile.
 //!
-//! If that connection does not open, the group runs through the pool (so does every group of an
-//! in-memory SQLite database, which has no file to open); after a failure it is closed (which
-//! rolls back what the failure left open) and opened afresh for the next group. If a group
-//! fails, every swap of it gets the error; the commit engine then reads the rows back to learn
-//! what applied.
+//! A group that fails is answered by what is known of it:
+//! - The server answered with an error (PostgreSQL, severity ERROR: a statement timeout, a lock
+//!   timeout, a deadlock, a serialization failure, a value of one swap it refused): it rolled
+//!   the group back, nothing of it applied, and each swap runs again alone, off the committer.
+//!   So one commit's failure stays that commit's, and a swap that applies alone is answered as
+//!   applied.
+//! - The statement may still apply (the connection failed, or the server ended the session,
+//!   before it answered; or it did not answer within 30 s): a database that received it goes
+//!   on and commits it though its client is gone. Reading the rows now could find them as
+//!   they were and delete files they are about to point at, so the outcome is settled first:
+//!   the committer has the server end that session (`pg_terminate_backend`, by process id and
+//!   start time, recorded when the connection opened) and waits until it is gone, which rolls
+//!   back a group that had not committed. Then every swap gets the error, and the commit
+//!   engine reads the rows back. When it cannot be settled (the server is unreachable), every
+//!   swap answers `CommitStateUnknown`, and the engine keeps its files.
+//! - Anything else (SQLite: its own connection fails; a store that answers no swap): every
+//!   swap gets the error and the engine reads the rows back. The SQLite connection is closed
+//!   (which rolls back what the failure left open) and opened afresh for the next group.
 //!
-//! On PostgreSQL a group holds several rows' locks at once, so it takes them in the one order
-//! every multi-row write of table and view rows takes them: by id, ascending
-//! (`tabulars::lock_order`); two such writers never wait for each other in a cycle. It waits at
-//! most 200 ms for a row another transaction holds (a drop, a rename, a multi-table commit,
-//! another replica's group, an operator's session): the function's `lock_timeout`, and
-//! [`POSTGRES_GROUP_BEGIN`]'s on the pool. So one busy table cannot hold up, for longer, the
-//! commits of every other table queued behind it. When the server aborts a group on its own
-//! accord — that lock timeout, a deadlock it detected, a serialization failure — nothing of it
-//! applied (the server said so), and each of its swaps runs again alone, concurrently, off the
-//! committer. No other failure is retried: a failure that leaves the outcome unknown (the
-//! connection lost during the statement or at `COMMIT`) must reach the commit engine, which
-//! reads the rows back. A swap retried after its group had in fact applied would conflict with
-//! itself, and the engine would delete the metadata file the row now points at.
+//! An in-memory SQLite database has no file to open: its groups run through the pool, as a
+//! transaction of `UPDATE`s, whose `COMMIT` alone may still apply after a failure
+//! (`swap_error`).
+//!
+//! On PostgreSQL a group must not wait for a row another transaction holds (a drop, a rename,
+//! a multi-table commit, another replica's group, an operator's session): it would hold up, for
+//! as long, the commits of every table queued behind it, and while it holds some rows and waits
+//! for another it could close a cycle of waits. So the function first locks the group's rows
+//! that are free, by id (`tabulars::lock_order`, the one order every multi-row write of table
+//! and view rows takes), skipping the held ones, and swaps only those; a swap whose row was held
+//! runs alone, off the committer, and waits for its row there. Through the pool the group is a
+//! transaction of `UPDATE`s in that order that waits at most 200 ms for any row
+//! ([`POSTGRES_GROUP_BEGIN`]). No swap that may have applied ever runs again: it would conflict
+//! with itself, and the engine would delete the metadata file the row now points at.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use icegate_catalog::CatalogError;
 use icegate_catalog::store::{MetadataSwap, SwapOutcome};
@@ -58,10 +74,31 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::tabulars::{SWAP_SQL, bind_swap, lock_order, swap_values};
-use crate::{Backend, SqlStore, db_error, now_ms, store_unavailable};
+use crate::{Backend, SqlStore, db_error, now_ms, refused_by_postgres, store_unavailable, swap_error};
 
 /// At most this many swaps share a transaction.
 const MAX_GROUP: usize = 64;
+
+/// A group takes no swap whose document would bring the group's documents past this many bytes
+/// (it starts the next group; a group's first swap always goes): one PostgreSQL message carries
+/// them all.
+const MAX_GROUP_BYTES: usize = 32 << 20;
+
+/// The committer's own PostgreSQL connection: checked before use after this long idle (the
+/// server or something between may have closed it meanwhile) ...
+const POSTGRES_IDLE_CHECK: Duration = Duration::from_secs(1);
+/// ... whose statements the server cancels past this long (it then answers, and nothing of the
+/// group applied) ...
+const POSTGRES_STATEMENT_TIMEOUT: &str = "20s";
+/// ... and given up on, should the server not answer at all, after this long: the group's
+/// outcome is then settled as after a lost connection ...
+const POSTGRES_GIVE_UP: Duration = Duration::from_secs(30);
+/// ... and, when it does not open or does not serve, left alone this long, its groups run
+/// through the pool meanwhile.
+const POSTGRES_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How long the committer waits for a session it had the server end to be gone (see the module
+/// documentation); past it the group's outcome is unknown.
+const POSTGRES_SETTLE: Duration = Duration::from_secs(10);
 
 /// How a PostgreSQL group begins: in READ COMMITTED whatever the server's default (an `UPDATE`
 /// that waited for a row then checks its expected location against the row as committed, and
@@ -89,31 +126,36 @@ pub(crate) enum Own {
     Postgres(String, Duration),
 }
 
-/// Groups committed on the committer's own connection, through the pool, and groups the
-/// server aborted whose swaps then ran alone.
+/// Groups committed on the committer's own connection, through the pool, and swaps run alone.
 #[derive(Default)]
 struct Counts {
     own: AtomicU64,
     pooled: AtomicU64,
+    /// Swaps run alone: of groups the server refused, or whose row another transaction held.
     alone: AtomicU64,
 }
 
 /// How a group's transaction failed.
 enum Failed {
-    /// The server aborted it and said so (PostgreSQL: the group's lock timeout, a deadlock, a
-    /// serialization failure): nothing of it applied, and its swaps may run again alone.
-    Aborted(sqlx::Error),
-    /// Anything else: whether it applied may be unknown.
+    /// The server answered with an error (PostgreSQL): nothing of the group applied, and its
+    /// swaps may run again, alone.
+    Refused(sqlx::Error),
+    /// Anything else: the error for every swap (the engine reads the rows back, unless it is
+    /// `CommitStateUnknown`).
     Other(CatalogError),
 }
 
 impl Failed {
-    fn from_sqlx(err: sqlx::Error) -> Self {
-        // 55P03: lock_not_available (the lock timeout); 40P01: deadlock_detected; 40001:
-        // serialization_failure. The server rolled the transaction back in each case.
-        let aborted = matches!(&err, sqlx::Error::Database(db)
-            if db.code().is_some_and(|code| matches!(code.as_ref(), "55P03" | "40P01" | "40001")));
-        if aborted { Self::Aborted(err) } else { Self::Other(db_error(err)) }
+    /// The failure of one of the group's statements; `commits`: whether that statement could
+    /// commit the group (an autocommit statement, or the `COMMIT`), and so may still apply.
+    fn from_sqlx(err: sqlx::Error, commits: bool) -> Self {
+        if refused_by_postgres(&err) {
+            Self::Refused(err)
+        } else if commits {
+            Self::Other(swap_error(err))
+        } else {
+            Self::Other(db_error(err))
+        }
     }
 }
 
@@ -127,8 +169,8 @@ impl GroupCommit {
         (self.counts.own.load(Ordering::Relaxed), self.counts.pooled.load(Ordering::Relaxed))
     }
 
-    /// Groups the server aborted, whose swaps then ran alone.
-    pub(crate) fn aborted(&self) -> u64 {
+    /// Swaps run alone: of groups the server refused, or whose row another transaction held.
+    pub(crate) fn alone(&self) -> u64 {
         self.counts.alone.load(Ordering::Relaxed)
     }
 
@@ -140,7 +182,7 @@ impl GroupCommit {
             // holding the queue is dropped.
             let writer = self.own.clone().map(|own| match own {
                 Own::Sqlite(file) => Writer::Sqlite { file, connection: None },
-                Own::Postgres(url, timeout) => Writer::Postgres { url, timeout, connection: None },
+                Own::Postgres(url, timeout) => Writer::Postgres(PgWriter::new(url, timeout)),
             });
             tokio::spawn(committer(store.without_group(), writer, self.counts.clone(), receiver));
             sender
@@ -159,19 +201,31 @@ async fn committer(
     counts: Arc<Counts>,
     mut queue: mpsc::UnboundedReceiver<(MetadataSwap, Reply)>,
 ) {
-    while let Some(first) = queue.recv().await {
+    // A swap that did not fit in the previous group: it starts the next.
+    let mut carried = None;
+    loop {
+        let first = match carried.take() {
+            Some(first) => first,
+            None => match queue.recv().await {
+                Some(first) => first,
+                None => break,
+            },
+        };
         let turn = store.write_turn().await;
         // Everything that queued up meanwhile goes in the same transaction.
+        let mut bytes = document_bytes(&first.0);
         let mut swaps = vec![first.0];
         let mut replies = vec![first.1];
         while swaps.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok((swap, reply)) => {
-                    swaps.push(swap);
-                    replies.push(reply);
-                }
-                Err(_) => break,
+            let Ok((swap, reply)) = queue.try_recv() else { break };
+            let more = document_bytes(&swap);
+            if bytes + more > MAX_GROUP_BYTES {
+                carried = Some((swap, reply));
+                break;
             }
+            bytes += more;
+            swaps.push(swap);
+            replies.push(reply);
         }
         let swaps = Arc::new(swaps);
         let own = match writer.as_mut() {
@@ -185,55 +239,72 @@ async fn committer(
             }
             None => {
                 counts.pooled.fetch_add(1, Ordering::Relaxed);
-                commit_group(&store, &swaps).await
+                commit_group(&store, &swaps).await.map(|outcomes| outcomes.into_iter().map(Some).collect())
             }
         };
         drop(turn);
-        match outcomes {
-            Ok(outcomes) => {
-                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+        let swaps = Arc::try_unwrap(swaps).unwrap_or_else(|shared| (*shared).clone());
+        let outcomes = match outcomes {
+            Ok(outcomes) => outcomes,
+            Err(Failed::Refused(err)) => {
+                tracing::debug!(error = %err, swaps = swaps.len(), "the server refused a group of swaps; running them alone");
+                vec![None; swaps.len()]
+            }
+            Err(Failed::Other(err)) => {
+                for reply in replies {
+                    let _ = reply.send(Err(copy_error(&err)));
+                }
+                continue;
+            }
+        };
+        for ((swap, reply), outcome) in swaps.into_iter().zip(replies).zip(outcomes) {
+            match outcome {
+                Some(outcome) => {
                     let _ = reply.send(Ok(outcome));
                 }
-            }
-            Err(Failed::Aborted(err)) => {
-                counts.alone.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(error = %err, swaps = swaps.len(), "the server aborted a group of swaps; running them alone");
-                let swaps = Arc::try_unwrap(swaps).unwrap_or_else(|shared| (*shared).clone());
-                for (swap, reply) in swaps.into_iter().zip(replies) {
+                // Not applied, and free to run again: alone, off the committer (it may wait for
+                // its row).
+                None => {
+                    counts.alone.fetch_add(1, Ordering::Relaxed);
                     let store = store.clone();
                     tokio::spawn(async move {
                         let _ = reply.send(swap_alone(&store, &swap).await);
                     });
                 }
             }
-            Err(Failed::Other(err)) => {
-                for reply in replies {
-                    let _ = reply.send(Err(copy_error(&err)));
-                }
-            }
         }
     }
 }
 
+/// The bytes of a swap's document as the group sends it.
+fn document_bytes(swap: &MetadataSwap) -> usize {
+    swap.metadata_gzip.as_ref().map_or(swap.metadata.len(), |gzip| gzip.len())
+}
+
 /// One swap in a transaction of its own (a single autocommit statement).
 async fn swap_alone(store: &SqlStore, swap: &MetadataSwap) -> Result<SwapOutcome, CatalogError> {
-    let done = bind_swap(swap, now_ms()).execute(&store.pool).await.map_err(db_error)?;
+    let done = bind_swap(swap, now_ms()).execute(&store.pool).await.map_err(swap_error)?;
     Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })
 }
 
 /// The committer's own connection, opened on first use.
 enum Writer {
     Sqlite { file: PathBuf, connection: Option<Connection> },
-    Postgres { url: String, timeout: Duration, connection: Option<sqlx::PgConnection> },
+    Postgres(PgWriter),
 }
+
+/// Each swap's outcome, in the group's order; `None`: not applied, to run again alone.
+type Outcomes = Vec<Option<SwapOutcome>>;
 
 impl Writer {
     /// Runs the group's swaps on the committer's own connection. `None` when the connection
-    /// does not open: the group is the pool's to run.
-    async fn commit(&mut self, swaps: Arc<Vec<MetadataSwap>>) -> Option<Result<Vec<SwapOutcome>, Failed>> {
+    /// does not open (or cannot serve): the group is the pool's to run.
+    async fn commit(&mut self, swaps: Arc<Vec<MetadataSwap>>) -> Option<Result<Outcomes, Failed>> {
         match self {
-            Self::Sqlite { file, connection } => commit_sqlite(file, connection, swaps).await,
-            Self::Postgres { url, timeout, connection } => commit_postgres(url, *timeout, connection, &swaps).await,
+            Self::Sqlite { file, connection } => commit_sqlite(file, connection, swaps)
+                .await
+                .map(|outcomes| outcomes.map(|outcomes| outcomes.into_iter().map(Some).collect())),
+            Self::Postgres(writer) => writer.commit(&swaps).await,
         }
     }
 }
@@ -271,77 +342,204 @@ async fn commit_sqlite(
     }
 }
 
-/// The group in one statement: `icegate_swap_metadata` (migrations/postgres), which runs the
-/// swaps in [`lock_order`] and answers which applied.
-async fn commit_postgres(
-    url: &str,
+/// The committer's own PostgreSQL connection.
+struct PgWriter {
+    url: String,
+    /// How long a connection may take to open (the pool's acquire timeout).
     timeout: Duration,
-    slot: &mut Option<sqlx::PgConnection>,
-    swaps: &[MetadataSwap],
-) -> Option<Result<Vec<SwapOutcome>, Failed>> {
-    use sqlx::Connection as _;
-    let mut connection = match slot.take() {
-        Some(connection) => connection,
-        None => match tokio::time::timeout(timeout, sqlx::PgConnection::connect(url)).await {
-            Ok(Ok(connection)) => connection,
+    /// The connection, when it last answered.
+    connection: Option<(PgSession, Instant)>,
+    /// Not before then: it did not open or serve the last time.
+    retry_at: Option<Instant>,
+}
+
+/// A connection and the server session behind it: its process id and start time (in
+/// microseconds since the epoch), which name that session alone, a process id being reused.
+struct PgSession {
+    connection: sqlx::PgConnection,
+    pid: i32,
+    started: i64,
+}
+
+/// Which session, by process id and start time: `pg_stat_activity`'s.
+const SESSION: &str = "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity";
+
+impl PgWriter {
+    fn new(url: String, timeout: Duration) -> Self {
+        Self { url, timeout, connection: None, retry_at: None }
+    }
+
+    /// A new connection, as the committer's are.
+    async fn open(&self) -> Result<sqlx::PgConnection, String> {
+        use sqlx::ConnectOptions as _;
+        // Read committed whatever the server's default: a swap checks its expected location
+        // against the row as committed, and cannot fail to serialize. The server cancels a
+        // statement that runs too long, so a group's failure is the server's answer.
+        let options = self.url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|err| err.to_string())?.options([
+            ("default_transaction_isolation", "read committed"),
+            ("statement_timeout", POSTGRES_STATEMENT_TIMEOUT),
+        ]);
+        match tokio::time::timeout(self.timeout, options.connect()).await {
+            Ok(opened) => opened.map_err(|err| err.to_string()),
+            Err(_) => Err("timed out".to_owned()),
+        }
+    }
+
+    /// The connection, checked when it idled, opened when there is none; `None` when it cannot
+    /// be had now.
+    async fn session(&mut self) -> Option<PgSession> {
+        use sqlx::Connection as _;
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return None;
+        }
+        if let Some((mut session, used)) = self.connection.take() {
+            if used.elapsed() < POSTGRES_IDLE_CHECK {
+                return Some(session);
+            }
+            if matches!(tokio::time::timeout(self.timeout, session.connection.ping()).await, Ok(Ok(()))) {
+                return Some(session);
+            }
+        }
+        let opened = match self.open().await {
+            Ok(mut connection) => {
+                let me = format!("{SESSION} WHERE pid = pg_backend_pid()");
+                match sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(me)).fetch_one(&mut connection).await {
+                    Ok((pid, started)) => Ok(PgSession { connection, pid, started }),
+                    Err(err) => Err(err.to_string()),
+                }
+            }
+            Err(err) => Err(err),
+        };
+        match opened {
+            Ok(session) => Some(session),
+            Err(error) => {
+                self.retry_at = Some(Instant::now() + POSTGRES_RETRY_AFTER);
+                tracing::warn!(%error, "the group committer's PostgreSQL connection does not open; committing through the pool");
+                None
+            }
+        }
+    }
+
+    /// The group in one statement: `icegate_swap_metadata` (migrations/postgres) locks the rows
+    /// of the group that no other transaction holds, by id, never waiting, and swaps those in
+    /// the order given ([`lock_order`]); a swap whose row was held is answered `None`, to run
+    /// alone.
+    async fn commit(&mut self, swaps: &[MetadataSwap]) -> Option<Result<Outcomes, Failed>> {
+        let mut session = self.session().await?;
+        let order = lock_order(swaps.iter());
+        let column = |value: for<'a> fn(&'a MetadataSwap) -> &'a str| {
+            order.iter().map(|&i| value(&swaps[i])).collect::<Vec<_>>()
+        };
+        let namespaces: Vec<String> = order.iter().map(|&i| swaps[i].namespace.encoded()).collect();
+        let gzips: Vec<Option<&[u8]>> = order.iter().map(|&i| swaps[i].metadata_gzip.as_deref()).collect();
+        let statement =
+            sqlx::query_scalar::<_, Vec<i16>>("SELECT icegate_swap_metadata($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
+                .bind(column(|s| &s.id))
+                .bind(column(|s| &s.expected_metadata_location))
+                .bind(column(|s| &s.name))
+                .bind(column(|s| &s.warehouse_id))
+                .bind(namespaces)
+                .bind(column(|s| &s.metadata_location))
+                // A document stored compressed leaves the text column empty (as `swap_values`).
+                .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
+                .bind(gzips)
+                .bind(column(|s| &s.location))
+                .bind(now_ms())
+                .fetch_one(&mut session.connection);
+        let answered = match tokio::time::timeout(POSTGRES_GIVE_UP, statement).await {
+            Ok(Ok(codes)) => codes,
+            // The function is missing (a database not migrated to this version): nothing ran,
+            // and the pool's path needs no function.
+            Ok(Err(sqlx::Error::Database(db))) if db.code().as_deref() == Some("42883") => {
+                self.retry_at = Some(Instant::now() + POSTGRES_RETRY_AFTER);
+                tracing::warn!(error = %db, "the group commit function is missing (run `icegate migrate`); committing through the pool");
+                return None;
+            }
+            // The server answered: the connection serves on.
+            Ok(Err(err)) if refused_by_postgres(&err) => {
+                self.connection = Some((session, Instant::now()));
+                return Some(Err(Failed::Refused(err)));
+            }
+            Ok(Err(err)) if !crate::may_still_apply(&err) => return Some(Err(Failed::Other(db_error(err)))),
+            // The group may still apply: settle it before anyone reads the rows.
             failed => {
                 let error = match failed {
                     Ok(Err(err)) => err.to_string(),
-                    _ => "timed out".to_owned(),
+                    _ => format!("no answer in {POSTGRES_GIVE_UP:?}"),
                 };
-                tracing::warn!(%error, "the group committer's PostgreSQL connection does not open; committing through the pool");
-                return None;
+                self.retry_at = Some(Instant::now() + POSTGRES_RETRY_AFTER);
+                let (pid, started) = (session.pid, session.started);
+                drop(session);
+                return Some(Err(Failed::Other(self.settle(pid, started, &error).await)));
             }
-        },
-    };
-    let order = lock_order(swaps.iter());
-    let column =
-        |value: for<'a> fn(&'a MetadataSwap) -> &'a str| order.iter().map(|&i| value(&swaps[i])).collect::<Vec<_>>();
-    let namespaces: Vec<String> = order.iter().map(|&i| swaps[i].namespace.encoded()).collect();
-    let gzips: Vec<Option<&[u8]>> = order.iter().map(|&i| swaps[i].metadata_gzip.as_deref()).collect();
-    let applied =
-        sqlx::query_scalar::<_, Vec<bool>>("SELECT icegate_swap_metadata($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
-            .bind(column(|s| &s.id))
-            .bind(column(|s| &s.expected_metadata_location))
-            .bind(column(|s| &s.name))
-            .bind(column(|s| &s.warehouse_id))
-            .bind(namespaces)
-            .bind(column(|s| &s.metadata_location))
-            // A document stored compressed leaves the text column empty (as `swap_values`).
-            .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
-            .bind(gzips)
-            .bind(column(|s| &s.location))
-            .bind(now_ms())
-            .fetch_one(&mut connection)
-            .await;
-    match applied {
-        Ok(applied) if applied.len() == swaps.len() => {
-            *slot = Some(connection);
-            let mut outcomes = vec![SwapOutcome::Applied; swaps.len()];
-            for (&index, applied) in order.iter().zip(applied) {
-                if !applied {
-                    outcomes[index] = SwapOutcome::Conflict(0);
-                }
-            }
-            Some(Ok(outcomes))
+        };
+        self.connection = Some((session, Instant::now()));
+        // The statement committed: should its answer not say what became of each swap, the
+        // engine reads the rows back.
+        if answered.len() != swaps.len() {
+            let what = format!("{} outcomes for {} swaps", answered.len(), swaps.len());
+            return Some(Err(Failed::Other(unexpected_answer(what))));
         }
-        Ok(applied) => Some(Err(Failed::Other(CatalogError::Internal(anyhow::anyhow!(
-            "the group commit answered {} outcomes for {} swaps",
-            applied.len(),
-            swaps.len()
-        ))))),
-        Err(err) => {
-            let failed = Failed::from_sqlx(err);
-            // A statement the server aborted leaves the connection as it was; anything else
-            // may not have (it is closed, and opened afresh for the next group).
-            if matches!(failed, Failed::Aborted(_)) {
-                *slot = Some(connection);
-            } else {
-                drop(connection);
+        let mut outcomes = vec![None; swaps.len()];
+        for (&index, code) in order.iter().zip(answered) {
+            outcomes[index] = match code {
+                1 => Some(SwapOutcome::Applied),
+                0 => Some(SwapOutcome::Conflict(0)),
+                2 => None, // its row was held: not run
+                _ => return Some(Err(Failed::Other(unexpected_answer(format!("an outcome {code}"))))),
+            };
+        }
+        Some(Ok(outcomes))
+    }
+
+    /// Has the server end the session `(pid, started)`, whose group statement failed without an
+    /// answer, and waits until it is gone: its transaction then committed or rolled back for
+    /// good, and the rows can be read. The error for the group's swaps: unavailable once
+    /// settled (the engine reads the rows back), `CommitStateUnknown` when it cannot be.
+    async fn settle(&self, pid: i32, started: i64, error: &str) -> CatalogError {
+        let gone = tokio::time::timeout(POSTGRES_SETTLE, async {
+            let mut connection = self.open().await?;
+            let end = format!(
+                "SELECT pg_terminate_backend(pid) FROM ({SESSION}) AS s (pid, started) WHERE pid = $1 AND started = $2"
+            );
+            loop {
+                let still = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(end.clone()))
+                    .bind(pid)
+                    .bind(started)
+                    .fetch_optional(&mut connection)
+                    .await
+                    .map_err(|err| err.to_string())?;
+                if still.is_none() {
+                    return Ok::<_, String>(());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            Some(Err(failed))
+        })
+        .await;
+        match gone {
+            Ok(Ok(())) => {
+                tracing::warn!(%error, pid, "a group commit's connection failed; its session is gone, the rows are read back");
+                store_unavailable(&error)
+            }
+            failed => {
+                let why = match failed {
+                    Ok(Err(why)) => why,
+                    _ => format!("still there after {POSTGRES_SETTLE:?}"),
+                };
+                tracing::error!(%error, pid, %why, "a group commit's connection failed and its session could not be ended: its outcome is unknown");
+                CatalogError::CommitStateUnknown(
+                    "the metadata store's connection failed while committing; the commit may or may not have been applied. \
+                     Reload before retrying."
+                        .into(),
+                )
+            }
         }
     }
+}
+
+/// The group statement committed, but its answer does not say what became of each swap.
+fn unexpected_answer(what: String) -> CatalogError {
+    CatalogError::Internal(anyhow::anyhow!("the group commit function answered {what}"))
 }
 
 /// As the pool's connections are (`SqlStore::open`), and with every commit's WAL synced before
@@ -391,18 +589,18 @@ async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<Sw
         Backend::Sqlite => "BEGIN IMMEDIATE",
         Backend::Postgres => POSTGRES_GROUP_BEGIN,
     };
-    let mut tx = store.pool.begin_with(begin).await.map_err(Failed::from_sqlx)?;
+    let mut tx = store.pool.begin_with(begin).await.map_err(|err| Failed::from_sqlx(err, false))?;
     let now = now_ms();
     let mut outcomes = vec![SwapOutcome::Applied; swaps.len()];
     for index in lock_order(swaps.iter()) {
         let done = bind_swap(&swaps[index], now).execute(&mut *tx).await;
         // Dropping the transaction rolls it back (before the connection is used again).
-        let done = done.map_err(Failed::from_sqlx)?;
+        let done = done.map_err(|err| Failed::from_sqlx(err, false))?;
         if done.rows_affected() != 1 {
             outcomes[index] = SwapOutcome::Conflict(0);
         }
     }
-    tx.commit().await.map_err(Failed::from_sqlx)?;
+    tx.commit().await.map_err(|err| Failed::from_sqlx(err, true))?;
     Ok(outcomes)
 }
 
@@ -410,6 +608,7 @@ async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<Sw
 fn copy_error(err: &CatalogError) -> CatalogError {
     match err {
         CatalogError::Unavailable(message) => CatalogError::Unavailable(message.clone()),
+        CatalogError::CommitStateUnknown(message) => CatalogError::CommitStateUnknown(message.clone()),
         other => CatalogError::Internal(anyhow::anyhow!("committing a group of metadata swaps failed: {other}")),
     }
 }
@@ -451,21 +650,36 @@ mod tests {
         }
     }
 
-    fn aborted(err: sqlx::Error) -> bool {
-        matches!(Failed::from_sqlx(err), Failed::Aborted(_))
+    fn database(code: &'static str) -> sqlx::Error {
+        sqlx::Error::Database(Box::new(Server(code)))
     }
 
-    /// Only what the server says it rolled back runs again alone; a lost connection (the
-    /// `COMMIT` may have applied), a shutdown or any other failure goes to the commit engine.
+    /// A failure that may still apply is one the server did not answer: a lost connection, or
+    /// the session ended (connection exceptions, shutdown); an error the server answered, or a
+    /// statement that never left, is settled.
     #[test]
-    fn only_groups_the_server_aborted_run_again() {
-        for code in ["55P03", "40P01", "40001"] {
-            assert!(aborted(sqlx::Error::Database(Box::new(Server(code)))), "{code}");
+    fn only_unanswered_statements_may_still_apply() {
+        let reset = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        for err in [reset(), database("08006"), database("57P01"), database("57P02"), sqlx::Error::WorkerCrashed] {
+            assert!(crate::may_still_apply(&err), "{err}");
         }
-        for code in ["08006", "57P01", "57014", "23505", "5", "XX000"] {
-            assert!(!aborted(sqlx::Error::Database(Box::new(Server(code)))), "{code}");
+        for err in [database("57014"), database("55P03"), database("23505"), database("5"), sqlx::Error::PoolTimedOut] {
+            assert!(!crate::may_still_apply(&err), "{err}");
         }
-        assert!(!aborted(sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset))));
-        assert!(!aborted(sqlx::Error::PoolTimedOut));
+    }
+
+    /// Only what PostgreSQL answered with an error runs again alone; a failure of the statement
+    /// that commits is unknown when it may still apply, and any other failure goes to the
+    /// commit engine (SQLite's errors among them: its own group path answers them).
+    #[test]
+    fn only_groups_the_server_refused_run_again() {
+        let reset = || sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        for commits in [false, true] {
+            assert!(matches!(Failed::from_sqlx(database("5"), commits), Failed::Other(CatalogError::Unavailable(_))));
+            assert!(matches!(Failed::from_sqlx(sqlx::Error::PoolTimedOut, commits), Failed::Other(_)));
+        }
+        assert!(matches!(Failed::from_sqlx(reset(), true), Failed::Other(CatalogError::CommitStateUnknown(_))));
+        // Before its COMMIT a transaction whose connection failed can never apply.
+        assert!(matches!(Failed::from_sqlx(reset(), false), Failed::Other(CatalogError::Unavailable(_))));
     }
 }

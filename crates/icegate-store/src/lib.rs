@@ -165,11 +165,11 @@ impl SqlStore {
         self.group.as_ref().map(|group| group.counts())
     }
 
-    /// How many groups of metadata swaps the server aborted (PostgreSQL: a row's lock held past
-    /// the group's lock timeout, a deadlock, a serialization failure), whose swaps then ran
-    /// alone (see `group_commit`).
-    pub fn aborted_groups(&self) -> u64 {
-        self.group.as_ref().map_or(0, |group| group.aborted())
+    /// How many single-table metadata swaps ran alone rather than in their group (PostgreSQL:
+    /// another transaction held their row, or the server aborted their group; see
+    /// `group_commit`).
+    pub fn swaps_run_alone(&self) -> u64 {
+        self.group.as_ref().map_or(0, |group| group.alone())
     }
 
     pub fn backend_kind(&self) -> Backend {
@@ -232,7 +232,17 @@ impl SqlStore {
     /// request carries one), with the request's reservation: the key and the mutation become
     /// visible together or not at all, and a concurrent duplicate fails on the key's primary
     /// key instead of applying twice.
-    async fn commit_write(&self, mut tx: WriteTx, write: &WriteContext) -> Result<(), CatalogError> {
+    async fn commit_write(&self, tx: WriteTx, write: &WriteContext) -> Result<(), CatalogError> {
+        self.commit_write_or(tx, write, db_error).await
+    }
+
+    /// [`commit_write`](Self::commit_write), with `failed` saying what a failed `COMMIT` means.
+    async fn commit_write_or(
+        &self,
+        mut tx: WriteTx,
+        write: &WriteContext,
+        failed: fn(sqlx::Error) -> CatalogError,
+    ) -> Result<(), CatalogError> {
         if let Some(scope) = &write.idempotency {
             let inserted = sqlx::query(
                 "INSERT INTO idempotency_keys (principal, key, operation, request_digest, reservation, created_at) \
@@ -251,7 +261,7 @@ impl SqlStore {
                 return Err(taken_or_failed(e, || CatalogError::IdempotencyKeyUsed));
             }
         }
-        tx.commit().await.map_err(db_error)
+        tx.commit().await.map_err(failed)
     }
 }
 
@@ -292,6 +302,56 @@ fn db_error(err: sqlx::Error) -> CatalogError {
         store_unavailable(&err)
     } else {
         CatalogError::Internal(anyhow::Error::new(err).context("metadata store query failed"))
+    }
+}
+
+/// Whether a failed statement may still change the database: the database may have received it
+/// and, having lost its client, go on to commit it later (an I/O, TLS or protocol failure, or
+/// the server ending the session before it answered: severity FATAL, SQLSTATE 08xxx or
+/// 57P0x). A statement the server answered with an error (it rolled it back and answered) or
+/// that never left (no connection was to be had) is settled. Only an autocommit statement or a
+/// `COMMIT` can commit: a transaction whose connection failed before its `COMMIT` never will.
+fn may_still_apply(err: &sqlx::Error) -> bool {
+    use sqlx::Error as E;
+    match err {
+        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::WorkerCrashed => true,
+        E::Database(db) => ends_session(db.as_ref()),
+        _ => false,
+    }
+}
+
+/// A database error that ended the session rather than answer a statement (PostgreSQL).
+fn ends_session(db: &dyn sqlx::error::DatabaseError) -> bool {
+    use sqlx::postgres::{PgDatabaseError, PgSeverity};
+    let fatal = db
+        .try_downcast_ref::<PgDatabaseError>()
+        .is_some_and(|pg| matches!(pg.severity(), PgSeverity::Fatal | PgSeverity::Panic));
+    fatal || db.code().is_some_and(|code| code.starts_with("08") || code.starts_with("57P0"))
+}
+
+/// A PostgreSQL statement the server answered with an error (severity ERROR): it rolled the
+/// statement back, and its transaction with it; nothing of it applied.
+fn refused_by_postgres(err: &sqlx::Error) -> bool {
+    use sqlx::postgres::PgDatabaseError;
+    matches!(err, sqlx::Error::Database(db)
+        if db.try_downcast_ref::<PgDatabaseError>().is_some() && !ends_session(db.as_ref()))
+}
+
+/// The failure of a statement that could commit a row pointing at a new metadata file (an
+/// autocommit swap, or the `COMMIT` of a swap or of a new table or view): when it may still
+/// apply, `CommitStateUnknown`, which the catalog answers as is, keeping the new files, rather
+/// than read the rows (or delete the file) while the database could still change them;
+/// otherwise as [`db_error`] (and the commit engine reads the rows back).
+fn swap_error(err: sqlx::Error) -> CatalogError {
+    if may_still_apply(&err) {
+        tracing::error!(error = %err, "a metadata swap's statement failed and may still apply");
+        CatalogError::CommitStateUnknown(
+            "the metadata store's connection failed while committing; the commit may or may not have been applied. \
+             Reload before retrying."
+                .into(),
+        )
+    } else {
+        db_error(err)
     }
 }
 

@@ -12,7 +12,9 @@ use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, FromRow, Row};
 
 use crate::namespaces::id_of;
-use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, now_ms, taken_or_failed};
+use crate::{
+    Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, now_ms, swap_error, taken_or_failed,
+};
 
 fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
     match value {
@@ -369,7 +371,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         if let Some(group) = &store.group {
             return group.swap(store, only.clone()).await;
         }
-        let done = bind_swap(only, now).execute(&store.pool).await.map_err(db_error)?;
+        let done = bind_swap(only, now).execute(&store.pool).await.map_err(swap_error)?;
         return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
     }
     let mut tx = store.begin_write().await?;
@@ -428,7 +430,8 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
             record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
         }
     }
-    store.commit_write(tx, write).await?;
+    // Only the COMMIT can apply the swaps: a connection lost before it leaves nothing behind.
+    store.commit_write_or(tx, write, swap_error).await?;
     Ok(SwapOutcome::Applied)
 }
 
@@ -685,7 +688,9 @@ impl TabularStore for SqlStore {
             .await
             .map_err(db_error)?;
         }
-        self.commit_write(tx, write).await?;
+        // The row may point at a metadata file the caller wrote: a COMMIT that fails unanswered
+        // and may still apply says so, and the caller keeps the file.
+        self.commit_write_or(tx, write, swap_error).await?;
         Ok(id)
     }
 
@@ -772,6 +777,14 @@ impl TabularStore for SqlStore {
     }
 
     /// Every location recorded for a table or view: its base location and the others it owns.
+    async fn metadata_location_of(&self, tabular_id: &str) -> Result<Option<String>, CatalogError> {
+        sqlx::query_scalar("SELECT metadata_location FROM tabulars WHERE id = $1")
+            .bind(tabular_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
     async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         recorded_locations_in(&mut conn, tabular_id).await

@@ -33,6 +33,13 @@ enum Fault {
     FailAndGoAway,
     /// The swap reports a lost race without applying (another writer got there first).
     ConflictOnce,
+    /// The swap applies, the table or view is renamed (to `<name>_moved`), then the store
+    /// reports an error.
+    FailAfterApplyingThenRenamed,
+    /// The swap applies, another commit swaps the row on, then the store reports an error.
+    FailAfterApplyingThenCommittedOver,
+    /// Creating a table or view fails without an answer (the row may yet be created).
+    CreateStateUnknown,
 }
 
 struct FaultyStore {
@@ -52,6 +59,9 @@ impl FaultyStore {
             2 => Fault::FailBeforeApplying,
             3 => Fault::FailAndGoAway,
             4 => Fault::ConflictOnce,
+            5 => Fault::FailAfterApplyingThenRenamed,
+            6 => Fault::FailAfterApplyingThenCommittedOver,
+            7 => Fault::CreateStateUnknown,
             _ => Fault::None,
         }
     }
@@ -166,6 +176,9 @@ impl IdempotencyStore for FaultyStore {
 #[async_trait]
 impl TabularStore for FaultyStore {
     async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
+        if self.take() == Fault::CreateStateUnknown {
+            return Err(CatalogError::CommitStateUnknown("the connection failed during COMMIT".into()));
+        }
         self.inner.create_tabular(x, t).await
     }
     async fn load_tabular(&self, w: &str, ns: &NamespaceIdent, n: &str, k: TabularKind) -> Result<Option<Tabular>> {
@@ -195,6 +208,28 @@ impl TabularStore for FaultyStore {
                 Err(broken())
             }
             Fault::ConflictOnce => Ok(SwapOutcome::Conflict(0)),
+            Fault::CreateStateUnknown => unreachable!("armed for a create"),
+            Fault::FailAfterApplyingThenRenamed => {
+                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
+                let swap = &swaps[0];
+                let moved = format!("{}_moved", swap.name);
+                let (from, to) = ((&swap.namespace, swap.name.as_str()), (&swap.namespace, moved.as_str()));
+                let mut renamed = false;
+                for kind in [TabularKind::Table, TabularKind::View] {
+                    renamed |=
+                        self.inner.rename_tabular(x, &swap.warehouse_id, kind, from, to, Some(&swap.id)).await.is_ok();
+                }
+                assert!(renamed);
+                Err(broken())
+            }
+            Fault::FailAfterApplyingThenCommittedOver => {
+                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
+                let mut next = swaps[0].clone();
+                next.expected_metadata_location = next.metadata_location.clone();
+                next.metadata_location = next.metadata_location.replace(".metadata.json", "-next.metadata.json");
+                assert_eq!(self.inner.swap_metadata(x, &[next]).await?, SwapOutcome::Applied);
+                Err(broken())
+            }
         }
     }
     async fn drop_tabular(
@@ -207,6 +242,10 @@ impl TabularStore for FaultyStore {
         expected: Option<&str>,
     ) -> Result<Option<Dropped>> {
         self.inner.drop_tabular(x, w, tabular, k, lease, expected).await
+    }
+    async fn metadata_location_of(&self, id: &str) -> Result<Option<String>> {
+        self.reachable()?;
+        self.inner.metadata_location_of(id).await
     }
     async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
         self.inner.recorded_locations(id).await
@@ -343,6 +382,65 @@ async fn a_swap_that_failed_after_applying_is_answered_as_committed() {
         assert_eq!(loaded["metadata-location"], body["metadata-location"], "{kind:?}: the answer is the table");
         assert_eq!(lab.metadata_files(&loaded).len(), 2, "{kind:?}: both versions' files are kept");
     }
+}
+
+/// The swap applied and the table or view was renamed before the commit asked what became of
+/// it: the rows are read back by id, so it is answered as committed and its file is kept (read
+/// by name, it would have seemed not to apply, and its file would have been deleted from under
+/// the renamed table).
+#[tokio::test]
+async fn a_swap_that_failed_after_applying_is_found_by_id_after_a_rename() {
+    for kind in KINDS {
+        let lab = Lab::new().await;
+        lab.store.arm(Fault::FailAfterApplyingThenRenamed);
+        let (status, body) = lab.commit(kind, "renamed").await;
+        assert_eq!(status, 200, "{kind:?}: {body}");
+        let moved = format!("{}_moved", Lab::path(kind));
+        let (status, loaded) = lab.app.get(&moved).await;
+        assert_eq!(status, 200, "{kind:?}: {loaded}");
+        assert_eq!(loaded["metadata-location"], body["metadata-location"], "{kind:?}");
+        assert_eq!(lab.metadata_files(&loaded).len(), 2, "{kind:?}: the file the row points at is kept");
+    }
+}
+
+/// The swap applied and another commit swapped the row on before the commit asked: the row is
+/// at neither the commit's location nor the one it expected, which cannot tell "applied, then
+/// committed over" from "another commit won": the state is unknown, and the file is kept (the
+/// later metadata may build on it).
+#[tokio::test]
+async fn a_swap_that_failed_and_whose_row_moved_on_is_unknown_and_keeps_its_file() {
+    for kind in KINDS {
+        let lab = Lab::new().await;
+        let before = lab.load(kind).await;
+        lab.store.arm(Fault::FailAfterApplyingThenCommittedOver);
+        let (status, body) = lab.commit(kind, "over").await;
+        assert_eq!(status, 500, "{kind:?}: {body}");
+        assert_eq!(body["error"]["type"], "CommitStateUnknownException", "{kind:?}: {body}");
+        assert_eq!(lab.metadata_files(&before).len(), 2, "{kind:?}: the file is kept");
+    }
+}
+
+/// A create whose `COMMIT` failed without an answer may yet create the row, pointing at the
+/// metadata file it wrote: the file is kept.
+#[tokio::test]
+async fn a_create_whose_outcome_is_unknown_keeps_its_metadata_file() {
+    let lab = Lab::new().await;
+    lab.store.arm(Fault::CreateStateUnknown);
+    let schema: Value = serde_json::from_str(SCHEMA).unwrap();
+    let (status, body) =
+        lab.app.post("/v1/{prefix}/namespaces/db/tables", json!({"name": "u", "schema": schema})).await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(body["error"]["type"], "CommitStateUnknownException", "{body}");
+    let t = lab.load(TabularKind::Table).await;
+    // Beside t's directory.
+    let t = std::path::PathBuf::from(t["metadata"]["location"].as_str().unwrap().strip_prefix("file://").unwrap());
+    let files: Vec<_> = std::fs::read_dir(t.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| dir.file_name().unwrap().to_string_lossy().starts_with('u'))
+        .flat_map(|dir| std::fs::read_dir(dir.join("metadata")).unwrap())
+        .collect();
+    assert_eq!(files.len(), 1, "the file the row may yet point at is kept");
 }
 
 #[tokio::test]

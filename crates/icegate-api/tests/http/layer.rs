@@ -274,6 +274,9 @@ impl TabularStore for BrokenStore {
     ) -> Result<Option<Dropped>> {
         self.fail().await
     }
+    async fn metadata_location_of(&self, _: &str) -> Result<Option<String>> {
+        self.fail().await
+    }
     async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {
         self.fail().await
     }

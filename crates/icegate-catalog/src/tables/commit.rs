@@ -389,7 +389,6 @@ impl TableCommit {
 }
 
 impl MetadataKind for TableCommit {
-    const KIND: TabularKind = TabularKind::Table;
     type Change = TableChange;
     type Extra = Extra;
     type Output = TableResult;

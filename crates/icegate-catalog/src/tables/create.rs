@@ -133,6 +133,8 @@ impl Catalog {
             .await;
         let id = match created {
             Ok(id) => id,
+            // The row may yet be created, pointing at the file: it stays.
+            Err(err @ CatalogError::CommitStateUnknown(_)) => return Err(err),
             Err(err) => {
                 self.delete_quietly(warehouse, &metadata_location).await;
                 return Err(err);
