@@ -13,7 +13,25 @@
 -- It runs with the caller's rights (not SECURITY DEFINER), and with the search path it was
 -- created with, the one the migrations created the tables with: a session's search path cannot
 -- point its tables at others of the same names.
+--
+-- Its first step inserts the group's fence token and its last deletes it, in the group's own
+-- transaction (see swap_fences below).
+
+-- Fences of group commits. A committer whose connection failed during a group, not knowing
+-- whether the server had the statement (it commits it anyway when it had), inserts the group's
+-- token from another connection: that insert waits for the group while it runs (its own insert
+-- of the token is not yet committed), and once it returns, inserted or refused as a duplicate,
+-- the group has committed or rolled back for good, or will fail at its first step should it
+-- ever start. Only then are the rows read to learn the outcome. Rows are those settlers'
+-- fences (a group deletes its own), removed after a day.
+CREATE TABLE swap_fences (
+    token      TEXT   NOT NULL,
+    created_at BIGINT NOT NULL,
+    CONSTRAINT swap_fences_pkey PRIMARY KEY (token)
+);
+
 CREATE FUNCTION icegate_swap_metadata(
+    p_token              TEXT,
     p_ids                TEXT[],
     p_expected           TEXT[],
     p_names              TEXT[],
@@ -33,6 +51,7 @@ DECLARE
     locked  TEXT[];
     outcome SMALLINT[] := '{}';
 BEGIN
+    INSERT INTO swap_fences (token, created_at) VALUES (p_token, p_now);
     SELECT coalesce(array_agg(free.id), '{}') INTO locked
       FROM (SELECT t.id FROM tabulars t WHERE t.id = ANY (p_ids)
              ORDER BY t.id FOR NO KEY UPDATE SKIP LOCKED) AS free;
@@ -49,6 +68,7 @@ BEGIN
                                 WHERE n.warehouse_id = p_warehouse_ids[i] AND n.name = p_namespaces[i]);
         outcome := outcome || (CASE WHEN FOUND THEN 1 ELSE 0 END)::SMALLINT;
     END LOOP;
+    DELETE FROM swap_fences WHERE token = p_token;
     RETURN outcome;
 END
 $$;

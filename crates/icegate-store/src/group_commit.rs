@@ -35,22 +35,26 @@
 //!   the group back, nothing of it applied, and each swap runs again alone, off the committer.
 //!   So one commit's failure stays that commit's, and a swap that applies alone is answered as
 //!   applied.
-//! - The statement may still apply (the connection failed, or the server ended the session,
-//!   before it answered; or it did not answer within 30 s): a database that received it goes
-//!   on and commits it though its client is gone. Reading the rows now could find them as
-//!   they were and delete files they are about to point at, so the outcome is settled first:
-//!   the committer has the server end that session (`pg_terminate_backend`, by process id and
-//!   start time, recorded when the connection opened) and waits until it is gone, which rolls
-//!   back a group that had not committed. Then every swap gets the error, and the commit
-//!   engine reads the rows back. When it cannot be settled (the server is unreachable), every
-//!   swap answers `CommitStateUnknown`, and the engine keeps its files.
-//! - Anything else (SQLite: its own connection fails; a store that answers no swap): every
-//!   swap gets the error and the engine reads the rows back. The SQLite connection is closed
+//! - It may still apply (the connection failed, the server ended the session, or it did not
+//!   answer within 30 s): a database that received the statement goes on and commits it though
+//!   its client is gone. Reading the rows now could find them as they were and delete files
+//!   they are about to point at, so the outcome is settled first, by a fence: the group's first
+//!   step inserts its token into `swap_fences` (and its last deletes it, in the same
+//!   transaction); the settler inserts the same token from another connection. That insert
+//!   waits for the group while it runs, and once it returns (inserted, or refused as a
+//!   duplicate) the group has committed or rolled back for good, or will fail at its first
+//!   step should it ever start. Then every swap gets the error and the commit engine reads the
+//!   rows back. When it cannot be settled within 10 s, every swap answers `CommitStateUnknown`
+//!   and the engine keeps its files. Settling runs off the committer, whose next groups go
+//!   through the pool meanwhile. The fence names the group, not a session, so it holds behind
+//!   a connection pooler too (where a server process id would name someone else's session).
+//! - SQLite, whose connection is in-process: every swap gets the error and the engine reads the
+//!   rows back. The SQLite connection is closed
 //!   (which rolls back what the failure left open) and opened afresh for the next group.
 //!
-//! An in-memory SQLite database has no file to open: its groups run through the pool, as a
-//! transaction of `UPDATE`s, whose `COMMIT` alone may still apply after a failure
-//! (`swap_error`).
+//! Through the pool (an in-memory SQLite database, which has no file to open; a PostgreSQL
+//! committer whose connection is unavailable) a group is a transaction of `UPDATE`s, whose
+//! `COMMIT`, should it fail unanswered, is answered `CommitStateUnknown` (`swap_error`).
 //!
 //! On PostgreSQL a group must not wait for a row another transaction holds (a drop, a rename,
 //! a multi-table commit, another replica's group, an operator's session): it would hold up, for
@@ -74,7 +78,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::tabulars::{SWAP_SQL, bind_swap, lock_order, swap_values};
-use crate::{Backend, SqlStore, db_error, now_ms, refused_by_postgres, store_unavailable, swap_error};
+use crate::{Backend, SqlStore, db_error, is_violation, now_ms, refused_by_postgres, store_unavailable, swap_error};
 
 /// At most this many swaps share a transaction.
 const MAX_GROUP: usize = 64;
@@ -96,9 +100,12 @@ const POSTGRES_GIVE_UP: Duration = Duration::from_secs(30);
 /// ... and, when it does not open or does not serve, left alone this long, its groups run
 /// through the pool meanwhile.
 const POSTGRES_RETRY_AFTER: Duration = Duration::from_secs(10);
-/// How long the committer waits for a session it had the server end to be gone (see the module
-/// documentation); past it the group's outcome is unknown.
+/// How long settling a group's outcome may take (see the module documentation); past it the
+/// group's outcome is unknown.
 const POSTGRES_SETTLE: Duration = Duration::from_secs(10);
+/// Fences of settled groups are removed after this long (a statement still on its way to the
+/// server by then is not to be feared).
+const FENCE_KEPT_MS: i64 = 24 * 3600 * 1000;
 
 /// How a PostgreSQL group begins: in READ COMMITTED whatever the server's default (an `UPDATE`
 /// that waited for a row then checks its expected location against the row as committed, and
@@ -140,6 +147,9 @@ enum Failed {
     /// The server answered with an error (PostgreSQL): nothing of the group applied, and its
     /// swaps may run again, alone.
     Refused(sqlx::Error),
+    /// PostgreSQL: the group statement failed unanswered and may still apply; its outcome is
+    /// to be settled by its fence `token` before its swaps are answered.
+    Unsettled { token: String, error: String },
     /// Anything else: the error for every swap (the engine reads the rows back, unless it is
     /// `CommitStateUnknown`).
     Other(CatalogError),
@@ -191,7 +201,14 @@ impl GroupCommit {
         queue
             .send((swap, reply))
             .map_err(|_| CatalogError::Unavailable("the metadata store is shutting down; retry".into()))?;
-        answer.await.map_err(|_| CatalogError::Unavailable("the metadata store is shutting down; retry".into()))?
+        // The committer went away with the swap (the process is ending): it may have been sent.
+        answer.await.map_err(|_| {
+            CatalogError::CommitStateUnknown(
+                "the metadata store shut down while committing; the commit may or may not have been applied. \
+                 Reload before retrying."
+                    .into(),
+            )
+        })?
     }
 }
 
@@ -254,6 +271,17 @@ async fn committer(
                 for reply in replies {
                     let _ = reply.send(Err(copy_error(&err)));
                 }
+                continue;
+            }
+            // Settled off the committer: the group's commits wait, the next groups need not.
+            Err(Failed::Unsettled { token, error }) => {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let err = settle(&store, &token, &error).await;
+                    for reply in replies {
+                        let _ = reply.send(Err(copy_error(&err)));
+                    }
+                });
                 continue;
             }
         };
@@ -347,71 +375,50 @@ struct PgWriter {
     url: String,
     /// How long a connection may take to open (the pool's acquire timeout).
     timeout: Duration,
-    /// The connection, when it last answered.
-    connection: Option<(PgSession, Instant)>,
+    /// The connection, and when it last answered.
+    connection: Option<(sqlx::PgConnection, Instant)>,
     /// Not before then: it did not open or serve the last time.
     retry_at: Option<Instant>,
 }
-
-/// A connection and the server session behind it: its process id and start time (in
-/// microseconds since the epoch), which name that session alone, a process id being reused.
-struct PgSession {
-    connection: sqlx::PgConnection,
-    pid: i32,
-    started: i64,
-}
-
-/// Which session, by process id and start time: `pg_stat_activity`'s.
-const SESSION: &str = "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::bigint FROM pg_stat_activity";
 
 impl PgWriter {
     fn new(url: String, timeout: Duration) -> Self {
         Self { url, timeout, connection: None, retry_at: None }
     }
 
-    /// A new connection, as the committer's are.
-    async fn open(&self) -> Result<sqlx::PgConnection, String> {
-        use sqlx::ConnectOptions as _;
-        // Read committed whatever the server's default: a swap checks its expected location
-        // against the row as committed, and cannot fail to serialize. The server cancels a
-        // statement that runs too long, so a group's failure is the server's answer.
-        let options = self.url.parse::<sqlx::postgres::PgConnectOptions>().map_err(|err| err.to_string())?.options([
-            ("default_transaction_isolation", "read committed"),
-            ("statement_timeout", POSTGRES_STATEMENT_TIMEOUT),
-        ]);
-        match tokio::time::timeout(self.timeout, options.connect()).await {
-            Ok(opened) => opened.map_err(|err| err.to_string()),
-            Err(_) => Err("timed out".to_owned()),
-        }
-    }
-
     /// The connection, checked when it idled, opened when there is none; `None` when it cannot
     /// be had now.
-    async fn session(&mut self) -> Option<PgSession> {
-        use sqlx::Connection as _;
+    async fn connection(&mut self) -> Option<sqlx::PgConnection> {
+        use sqlx::{ConnectOptions as _, Connection as _};
         if self.retry_at.is_some_and(|at| Instant::now() < at) {
             return None;
         }
-        if let Some((mut session, used)) = self.connection.take() {
+        if let Some((mut connection, used)) = self.connection.take() {
             if used.elapsed() < POSTGRES_IDLE_CHECK {
-                return Some(session);
+                return Some(connection);
             }
-            if matches!(tokio::time::timeout(self.timeout, session.connection.ping()).await, Ok(Ok(()))) {
-                return Some(session);
+            if matches!(tokio::time::timeout(self.timeout, connection.ping()).await, Ok(Ok(()))) {
+                return Some(connection);
             }
         }
-        let opened = match self.open().await {
-            Ok(mut connection) => {
-                let me = format!("{SESSION} WHERE pid = pg_backend_pid()");
-                match sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(me)).fetch_one(&mut connection).await {
-                    Ok((pid, started)) => Ok(PgSession { connection, pid, started }),
-                    Err(err) => Err(err.to_string()),
-                }
-            }
-            Err(err) => Err(err),
+        // Read committed whatever the server's default: a swap checks its expected location
+        // against the row as committed, and cannot fail to serialize. The server cancels a
+        // statement that runs too long, so a group's failure is the server's answer.
+        let options = self.url.parse::<sqlx::postgres::PgConnectOptions>().map(|options| {
+            options.options([
+                ("default_transaction_isolation", "read committed"),
+                ("statement_timeout", POSTGRES_STATEMENT_TIMEOUT),
+            ])
+        });
+        let opened = match options {
+            Ok(options) => match tokio::time::timeout(self.timeout, options.connect()).await {
+                Ok(opened) => opened.map_err(|err| err.to_string()),
+                Err(_) => Err("timed out".to_owned()),
+            },
+            Err(err) => Err(err.to_string()),
         };
         match opened {
-            Ok(session) => Some(session),
+            Ok(connection) => Some(connection),
             Err(error) => {
                 self.retry_at = Some(Instant::now() + POSTGRES_RETRY_AFTER);
                 tracing::warn!(%error, "the group committer's PostgreSQL connection does not open; committing through the pool");
@@ -420,32 +427,35 @@ impl PgWriter {
         }
     }
 
-    /// The group in one statement: `icegate_swap_metadata` (migrations/postgres) locks the rows
-    /// of the group that no other transaction holds, by id, never waiting, and swaps those in
-    /// the order given ([`lock_order`]); a swap whose row was held is answered `None`, to run
-    /// alone.
+    /// The group in one statement: `icegate_swap_metadata` (migrations/postgres) fences itself
+    /// with a new token, locks the rows of the group that no other transaction holds, by id,
+    /// never waiting, and swaps those in the order given ([`lock_order`]); a swap whose row was
+    /// held is answered `None`, to run alone.
     async fn commit(&mut self, swaps: &[MetadataSwap]) -> Option<Result<Outcomes, Failed>> {
-        let mut session = self.session().await?;
+        let mut connection = self.connection().await?;
+        let token = uuid::Uuid::new_v4().to_string();
         let order = lock_order(swaps.iter());
         let column = |value: for<'a> fn(&'a MetadataSwap) -> &'a str| {
             order.iter().map(|&i| value(&swaps[i])).collect::<Vec<_>>()
         };
         let namespaces: Vec<String> = order.iter().map(|&i| swaps[i].namespace.encoded()).collect();
         let gzips: Vec<Option<&[u8]>> = order.iter().map(|&i| swaps[i].metadata_gzip.as_deref()).collect();
-        let statement =
-            sqlx::query_scalar::<_, Vec<i16>>("SELECT icegate_swap_metadata($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")
-                .bind(column(|s| &s.id))
-                .bind(column(|s| &s.expected_metadata_location))
-                .bind(column(|s| &s.name))
-                .bind(column(|s| &s.warehouse_id))
-                .bind(namespaces)
-                .bind(column(|s| &s.metadata_location))
-                // A document stored compressed leaves the text column empty (as `swap_values`).
-                .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
-                .bind(gzips)
-                .bind(column(|s| &s.location))
-                .bind(now_ms())
-                .fetch_one(&mut session.connection);
+        let statement = sqlx::query_scalar::<_, Vec<i16>>(
+            "SELECT icegate_swap_metadata($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(&token)
+        .bind(column(|s| &s.id))
+        .bind(column(|s| &s.expected_metadata_location))
+        .bind(column(|s| &s.name))
+        .bind(column(|s| &s.warehouse_id))
+        .bind(namespaces)
+        .bind(column(|s| &s.metadata_location))
+        // A document stored compressed leaves the text column empty (as `swap_values`).
+        .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
+        .bind(gzips)
+        .bind(column(|s| &s.location))
+        .bind(now_ms())
+        .fetch_one(&mut connection);
         let answered = match tokio::time::timeout(POSTGRES_GIVE_UP, statement).await {
             Ok(Ok(codes)) => codes,
             // The function is missing (a database not migrated to this version): nothing ran,
@@ -457,23 +467,21 @@ impl PgWriter {
             }
             // The server answered: the connection serves on.
             Ok(Err(err)) if refused_by_postgres(&err) => {
-                self.connection = Some((session, Instant::now()));
+                self.connection = Some((connection, Instant::now()));
                 return Some(Err(Failed::Refused(err)));
             }
-            Ok(Err(err)) if !crate::may_still_apply(&err) => return Some(Err(Failed::Other(db_error(err)))),
-            // The group may still apply: settle it before anyone reads the rows.
+            // Anything else may still apply: it is settled before anyone reads the rows. The
+            // connection is dropped (closed), and not used again for a while.
             failed => {
                 let error = match failed {
                     Ok(Err(err)) => err.to_string(),
                     _ => format!("no answer in {POSTGRES_GIVE_UP:?}"),
                 };
                 self.retry_at = Some(Instant::now() + POSTGRES_RETRY_AFTER);
-                let (pid, started) = (session.pid, session.started);
-                drop(session);
-                return Some(Err(Failed::Other(self.settle(pid, started, &error).await)));
+                return Some(Err(Failed::Unsettled { token, error }));
             }
         };
-        self.connection = Some((session, Instant::now()));
+        self.connection = Some((connection, Instant::now()));
         // The statement committed: should its answer not say what became of each swap, the
         // engine reads the rows back.
         if answered.len() != swaps.len() {
@@ -491,48 +499,49 @@ impl PgWriter {
         }
         Some(Ok(outcomes))
     }
+}
 
-    /// Has the server end the session `(pid, started)`, whose group statement failed without an
-    /// answer, and waits until it is gone: its transaction then committed or rolled back for
-    /// good, and the rows can be read. The error for the group's swaps: unavailable once
-    /// settled (the engine reads the rows back), `CommitStateUnknown` when it cannot be.
-    async fn settle(&self, pid: i32, started: i64, error: &str) -> CatalogError {
-        let gone = tokio::time::timeout(POSTGRES_SETTLE, async {
-            let mut connection = self.open().await?;
-            let end = format!(
-                "SELECT pg_terminate_backend(pid) FROM ({SESSION}) AS s (pid, started) WHERE pid = $1 AND started = $2"
-            );
-            loop {
-                let still = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(end.clone()))
-                    .bind(pid)
-                    .bind(started)
-                    .fetch_optional(&mut connection)
-                    .await
-                    .map_err(|err| err.to_string())?;
-                if still.is_none() {
-                    return Ok::<_, String>(());
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await;
-        match gone {
-            Ok(Ok(())) => {
-                tracing::warn!(%error, pid, "a group commit's connection failed; its session is gone, the rows are read back");
-                store_unavailable(&error)
-            }
-            failed => {
-                let why = match failed {
-                    Ok(Err(why)) => why,
-                    _ => format!("still there after {POSTGRES_SETTLE:?}"),
-                };
-                tracing::error!(%error, pid, %why, "a group commit's connection failed and its session could not be ended: its outcome is unknown");
-                CatalogError::CommitStateUnknown(
-                    "the metadata store's connection failed while committing; the commit may or may not have been applied. \
-                     Reload before retrying."
-                        .into(),
-                )
-            }
+/// Settles the outcome of the group fenced by `token`, whose statement failed unanswered
+/// (`error`): inserts the token into `swap_fences` through the pool. The insert waits for the
+/// group while it runs; inserted, or refused as a duplicate (the group committed), the group's
+/// rows are final. The error for the group's swaps: unavailable once settled (the engine reads
+/// the rows back), `CommitStateUnknown` when it cannot be.
+async fn settle(store: &SqlStore, token: &str, error: &str) -> CatalogError {
+    let now = now_ms();
+    let fenced = tokio::time::timeout(POSTGRES_SETTLE, async {
+        let inserted = sqlx::query("INSERT INTO swap_fences (token, created_at) VALUES ($1, $2)")
+            .bind(token)
+            .bind(now)
+            .execute(&store.pool)
+            .await;
+        match inserted {
+            Ok(_) => Ok(()),
+            Err(err) if is_violation(&err, sqlx::error::ErrorKind::UniqueViolation) => Ok(()),
+            Err(err) => Err(err),
+        }
+    })
+    .await;
+    match fenced {
+        Ok(Ok(())) => {
+            tracing::warn!(%error, "a group commit's statement failed unanswered; its outcome is settled, the rows are read back");
+            // Old fences (of groups settled long ago) go; a failure here changes nothing.
+            let _ = sqlx::query("DELETE FROM swap_fences WHERE created_at < $1")
+                .bind(now - FENCE_KEPT_MS)
+                .execute(&store.pool)
+                .await;
+            store_unavailable(&error)
+        }
+        failed => {
+            let why = match failed {
+                Ok(Err(err)) => err.to_string(),
+                _ => format!("no answer in {POSTGRES_SETTLE:?}"),
+            };
+            tracing::error!(%error, %why, "a group commit's statement failed unanswered and could not be settled: its outcome is unknown");
+            CatalogError::CommitStateUnknown(
+                "the metadata store's connection failed while committing; the commit may or may not have been applied. \
+                 Reload before retrying."
+                    .into(),
+            )
         }
     }
 }

@@ -314,9 +314,12 @@ fn db_error(err: sqlx::Error) -> CatalogError {
 fn may_still_apply(err: &sqlx::Error) -> bool {
     use sqlx::Error as E;
     match err {
-        E::Io(_) | E::Tls(_) | E::Protocol(_) | E::WorkerCrashed => true,
+        // Never sent: no connection was to be had, or the statement could not be encoded.
+        E::PoolTimedOut | E::PoolClosed | E::Configuration(_) | E::Encode(_) => false,
         E::Database(db) => ends_session(db.as_ref()),
-        _ => false,
+        // Anything else may have come after the statement left (a reply that did not decode,
+        // a lost connection): not known to be settled.
+        _ => true,
     }
 }
 

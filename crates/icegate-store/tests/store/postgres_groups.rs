@@ -367,11 +367,12 @@ async fn until_a_commit_sleeps(url: &str) {
     panic!("no commit slept");
 }
 
-/// The connection of a group is lost while the server is committing it. The server would go on
-/// and commit the group after its client is gone, so reading the rows at once could find them
+/// The connection of a group is lost while the server is committing it. The server goes on
+/// and commits the group after its client is gone, so reading the rows at once would find them
 /// as they were and let the engine delete the file they are about to point at. The committer
-/// first has the server end that session and waits until it is gone: the rows it answers about
-/// are final (here: the group never applied, and never will).
+/// first settles the group by its fence, which waits for the group's transaction to end: the
+/// rows it then answers about are final (here: the group applied, 3 s after the connection was
+/// lost, and the answer came after that).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_whose_connection_is_lost_is_settled_before_it_is_answered() {
     let (db, wh, a, _) = two_postgres_tables().await;
@@ -388,14 +389,57 @@ async fn a_group_whose_connection_is_lost_is_settled_before_it_is_answered() {
     let answer = swap.await.unwrap();
     assert!(matches!(answer, Err(CatalogError::Unavailable(_))), "settled, then answered: {answer:?}");
     assert_eq!(store.group_commits(), Some((1, 0)), "the group ran on the committer's connection");
-    // What the engine reads now is final: the session that would have committed is gone.
-    assert_eq!(db.store.metadata_location_of(&a).await.unwrap().as_deref(), Some(a0));
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(db.store.metadata_location_of(&a).await.unwrap().as_deref(), Some(a0), "nothing applied later");
+    // What the engine reads now is final.
+    let answered = db.store.metadata_location_of(&a).await.unwrap();
+    assert_eq!(answered.as_deref(), Some("a1-slow"), "the server committed the group, before the answer");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(db.store.metadata_location_of(&a).await.unwrap(), answered);
+    // The group deleted its own token; the settler's stays, so that no late copy of the
+    // statement could ever apply.
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let fences: i64 = sqlx::query_scalar("SELECT count(*) FROM swap_fences").fetch_one(&mut admin).await.unwrap();
+    assert_eq!(fences, 1);
 }
 
-/// Why: a multi-table commit (through the pool, where no session is known to end) whose
-/// connection is lost during its `COMMIT` is answered "state unknown" at once, and indeed the
+/// A group whose token was fenced before it ran (a settler got there first: the statement was
+/// still on its way) fails at its first step and applies nothing, whatever it would have done.
+#[tokio::test(flavor = "current_thread")]
+async fn a_group_fenced_before_it_runs_applies_nothing() {
+    let (db, wh, a, _) = two_postgres_tables().await;
+    let a0 = "file:///w/db/a/metadata/00000-x.metadata.json";
+    let mut connection = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("INSERT INTO swap_fences (token, created_at) VALUES ('late', 0)")
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    let late = sqlx::query_scalar::<_, Vec<i16>>(
+        "SELECT icegate_swap_metadata('late', ARRAY[$1], ARRAY[$2], ARRAY['a'], ARRAY[$3], ARRAY['db'], \
+         ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
+    )
+    .bind(&a)
+    .bind(a0)
+    .bind(&wh)
+    .fetch_one(&mut connection)
+    .await;
+    assert!(late.is_err(), "{late:?}");
+    assert_eq!(metadata_location(&db, &wh, "a").await, a0);
+    // The same group with a token of its own applies.
+    let own = sqlx::query_scalar::<_, Vec<i16>>(
+        "SELECT icegate_swap_metadata('own', ARRAY[$1], ARRAY[$2], ARRAY['a'], ARRAY[$3], ARRAY['db'], \
+         ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
+    )
+    .bind(&a)
+    .bind(a0)
+    .bind(&wh)
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(own, vec![1]);
+    assert_eq!(metadata_location(&db, &wh, "a").await, "a1");
+}
+
+/// A multi-table commit (through the pool, where no fence is taken) whose connection is lost
+/// during its `COMMIT` is answered "state unknown" at once, and indeed the
 /// server commits it afterwards; had the rows been read back when the connection failed, they
 /// would have said "not applied".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
