@@ -2,7 +2,7 @@
 # icegate beside a peer Iceberg REST catalog (Rustberg 0.3) on the same machine, in one run:
 #
 #   scripts/bench-peer.sh [--snapshots "100 2000"] [--seconds 5] [--repeat 3] [--out DIR] [--no-postgres]
-#                         [--no-sync] [--cache-bytes N] [--no-peer] [--postgres-first]
+#                         [--no-sync] [--cache-bytes N] [--commit-bytes N] [--no-peer] [--postgres-first]
 #
 # For each snapshot count, each catalog starts empty (icegate on SQLite, icegate on PostgreSQL,
 # then Rustberg), gets four tables of that many snapshots (`icegate-bench --preset big-tables`
@@ -21,7 +21,9 @@
 # warehouse under a temporary directory (file://); its warehouse name is the warehouse URL.
 # icegate runs with its defaults but for --no-sync (storage.sync_local_files = false: its metadata
 # files are then not synced to disk before a commit is acknowledged, as the peer's are not) and
-# --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 48 MiB).
+# --cache-bytes (catalog.metadata_cache_bytes, for working sets larger than the default 48 MiB)
+# and --commit-bytes (catalog.commit_memory_bytes, the memory commits in flight share: 16 MiB by
+# default, which four commits of documents of 2 MB or more do not fit at once).
 # ICEGATE_BIN: a prebuilt icegate to run instead of this tree's release build (A/B of two builds).
 # PostgreSQL: ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), a fresh database
 # per run, dropped afterwards.
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
     --postgres-first) postgres_first=1; shift ;;
     --no-sync) icegate_env+=(ICEGATE__STORAGE__SYNC_LOCAL_FILES=false); shift ;;
     --cache-bytes) icegate_env+=(ICEGATE__CATALOG__METADATA_CACHE_BYTES="$2"); shift 2 ;;
+    --commit-bytes) icegate_env+=(ICEGATE__CATALOG__COMMIT_MEMORY_BYTES="$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done

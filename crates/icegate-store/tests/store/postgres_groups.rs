@@ -408,40 +408,33 @@ async fn a_group_fenced_before_it_runs_applies_nothing() {
     let (db, wh, a, _) = two_postgres_tables().await;
     let a0 = "file:///w/db/a/metadata/00000-x.metadata.json";
     let mut connection = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    // The group of one swap of a, from a0 to a1, under `token`.
+    let group = |token: &'static str| {
+        sqlx::query_scalar::<_, Vec<i16>>(
+            "SELECT icegate_swap_metadata($1, ARRAY[$2], ARRAY[$3], ARRAY['a'], ARRAY[$4], ARRAY['db'], \
+             ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
+        )
+        .bind(token)
+        .bind(a.clone())
+        .bind(a0)
+        .bind(wh.clone())
+    };
     sqlx::query("INSERT INTO swap_fences (token, created_at) VALUES ('late', 0)")
         .execute(&mut connection)
         .await
         .unwrap();
-    let late = sqlx::query_scalar::<_, Vec<i16>>(
-        "SELECT icegate_swap_metadata('late', ARRAY[$1], ARRAY[$2], ARRAY['a'], ARRAY[$3], ARRAY['db'], \
-         ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
-    )
-    .bind(&a)
-    .bind(a0)
-    .bind(&wh)
-    .fetch_one(&mut connection)
-    .await;
+    let late = group("late").fetch_one(&mut connection).await;
     assert!(late.is_err(), "{late:?}");
     assert_eq!(metadata_location(&db, &wh, "a").await, a0);
     // The same group with a token of its own applies.
-    let own = sqlx::query_scalar::<_, Vec<i16>>(
-        "SELECT icegate_swap_metadata('own', ARRAY[$1], ARRAY[$2], ARRAY['a'], ARRAY[$3], ARRAY['db'], \
-         ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
-    )
-    .bind(&a)
-    .bind(a0)
-    .bind(&wh)
-    .fetch_one(&mut connection)
-    .await
-    .unwrap();
-    assert_eq!(own, vec![1]);
+    assert_eq!(group("own").fetch_one(&mut connection).await.unwrap(), vec![1]);
     assert_eq!(metadata_location(&db, &wh, "a").await, "a1");
 }
 
 /// A multi-table commit (through the pool, where no fence is taken) whose connection is lost
-/// during its `COMMIT` is answered "state unknown" at once, and indeed the
-/// server commits it afterwards; had the rows been read back when the connection failed, they
-/// would have said "not applied".
+/// during its `COMMIT` is answered "state unknown" at once, and indeed the server commits it
+/// afterwards; had the rows been read back when the connection failed, they would have said
+/// "not applied".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_whose_connection_is_lost_during_its_commit_is_answered_unknown() {
     let (db, wh, a, b) = two_postgres_tables().await;
