@@ -72,6 +72,9 @@ stop() {
   pid=""
   if [ -n "$database" ]; then psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $database" >/dev/null 2>&1 || true; fi
   database=""
+  # What a catalog wrote is on disk before the next one starts: otherwise the next one's syncs
+  # wait behind the kernel writing back the previous one's metadata files.
+  sync
 }
 trap 'stop; rm -rf "$work"' EXIT
 
