@@ -268,13 +268,7 @@ impl Catalog {
         warehouse: &Warehouse,
         staged: &[Staged<K::Extra>],
     ) -> Result<bool> {
-        let unknown = || {
-            CatalogError::CommitStateUnknown(
-                "the metadata store failed while committing; the commit may or may not have been applied. \
-                 Reload before retrying."
-                    .into(),
-            )
-        };
+        let unknown = || CatalogError::commit_state_unknown("the metadata store failed");
         let swapped: Vec<&MetadataSwap> = staged.iter().filter_map(|s| s.swap.as_ref()).collect();
         let (mut applied, mut not_applied) = (0, 0);
         for swap in &swapped {

@@ -81,6 +81,13 @@ impl CatalogError {
     pub fn no_such_namespace(ns: impl std::fmt::Display) -> Self {
         Self::NotFound { kind: ObjectKind::Namespace, message: format!("Namespace does not exist: {ns}") }
     }
+
+    /// A commit whose outcome cannot be known: `what` happened while committing.
+    pub fn commit_state_unknown(what: &str) -> Self {
+        Self::CommitStateUnknown(format!(
+            "{what} while committing; the commit may or may not have been applied. Reload before retrying."
+        ))
+    }
 }
 
 pub type Result<T, E = CatalogError> = std::result::Result<T, E>;

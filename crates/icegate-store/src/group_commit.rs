@@ -49,8 +49,8 @@
 //!   through the pool meanwhile. The fence names the group, not a session, so it holds behind
 //!   a connection pooler too (where a server process id would name someone else's session).
 //! - SQLite, whose connection is in-process: every swap gets the error and the engine reads the
-//!   rows back. The SQLite connection is closed
-//!   (which rolls back what the failure left open) and opened afresh for the next group.
+//!   rows back. The SQLite connection is closed (which rolls back what the failure left open)
+//!   and opened afresh for the next group.
 //!
 //! Through the pool (an in-memory SQLite database, which has no file to open; a PostgreSQL
 //! committer whose connection is unavailable) a group is a transaction of `UPDATE`s, whose
@@ -202,13 +202,7 @@ impl GroupCommit {
             .send((swap, reply))
             .map_err(|_| CatalogError::Unavailable("the metadata store is shutting down; retry".into()))?;
         // The committer went away with the swap (the process is ending): it may have been sent.
-        answer.await.map_err(|_| {
-            CatalogError::CommitStateUnknown(
-                "the metadata store shut down while committing; the commit may or may not have been applied. \
-                 Reload before retrying."
-                    .into(),
-            )
-        })?
+        answer.await.map_err(|_| CatalogError::commit_state_unknown("the metadata store shut down"))?
     }
 }
 
@@ -537,11 +531,7 @@ async fn settle(store: &SqlStore, token: &str, error: &str) -> CatalogError {
                 _ => format!("no answer in {POSTGRES_SETTLE:?}"),
             };
             tracing::error!(%error, %why, "a group commit's statement failed unanswered and could not be settled: its outcome is unknown");
-            CatalogError::CommitStateUnknown(
-                "the metadata store's connection failed while committing; the commit may or may not have been applied. \
-                 Reload before retrying."
-                    .into(),
-            )
+            CatalogError::commit_state_unknown("the metadata store's connection failed")
         }
     }
 }

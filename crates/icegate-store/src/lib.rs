@@ -348,11 +348,7 @@ fn refused_by_postgres(err: &sqlx::Error) -> bool {
 fn swap_error(err: sqlx::Error) -> CatalogError {
     if may_still_apply(&err) {
         tracing::error!(error = %err, "a metadata swap's statement failed and may still apply");
-        CatalogError::CommitStateUnknown(
-            "the metadata store's connection failed while committing; the commit may or may not have been applied. \
-             Reload before retrying."
-                .into(),
-        )
+        CatalogError::commit_state_unknown("the metadata store's connection failed")
     } else {
         db_error(err)
     }
