@@ -152,23 +152,65 @@ fn is_credential_key(key: &str) -> bool {
 }
 
 /// The response body as it may be stored: without storage credentials (in `config` and in
-/// `storage-credentials`). Bodies that are not JSON objects are stored as they are.
-fn without_credentials(body: &str) -> String {
-    // A body that names neither carries none (a commit's answer: its metadata, perhaps
-    // megabytes of it, is then stored without being parsed).
+/// `storage-credentials`); `None` when the body cannot be read as a JSON object although it
+/// may hold some (such an answer is not stored at all).
+///
+/// Only the top level is parsed: every other member (the metadata document, perhaps megabytes
+/// of it, nested as deep as its schema) is kept as the text it is, so no parser limit on depth
+/// can turn a credential-bearing answer into one stored as it is.
+fn without_credentials(body: &str) -> Option<String> {
+    // A body that names neither carries none (a commit's answer: its metadata is then stored
+    // without being parsed).
     if !body.contains("\"storage-credentials\"") && !body.contains("\"config\"") {
-        return body.to_owned();
+        return Some(body.to_owned());
     }
-    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_str::<serde_json::Value>(body) else {
-        return body.to_owned();
-    };
-    let mut changed = object.remove("storage-credentials").is_some();
-    if let Some(serde_json::Value::Object(config)) = object.get_mut("config") {
-        let before = config.len();
-        config.retain(|key, _| !is_credential_key(key));
-        changed |= config.len() != before;
+    let Members(members) = serde_json::from_str(body).ok()?;
+    let mut stored = String::with_capacity(body.len());
+    stored.push('{');
+    for (key, value) in members {
+        let value = match key.as_str() {
+            "storage-credentials" => continue,
+            "config" => {
+                let mut config: serde_json::Map<String, serde_json::Value> = serde_json::from_str(value.get()).ok()?;
+                config.retain(|key, _| !is_credential_key(key));
+                serde_json::to_string(&config).ok()?
+            }
+            _ => value.get().to_owned(),
+        };
+        if stored.len() > 1 {
+            stored.push(',');
+        }
+        stored.push_str(&serde_json::to_string(&key).ok()?);
+        stored.push(':');
+        stored.push_str(&value);
     }
-    if changed { serde_json::Value::Object(object).to_string() } else { body.to_owned() }
+    stored.push('}');
+    Some(stored)
+}
+
+/// A JSON object's members in order, each value as its text.
+struct Members(Vec<(String, Box<serde_json::value::RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Members;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 /// A finished request's answer for a retry: the stored body, with storage credentials vended
@@ -269,7 +311,12 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
             return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "ServiceFailureException", "").into_response();
         }
     };
-    let stored = without_credentials(&String::from_utf8_lossy(&bytes));
+    let Some(stored) = without_credentials(&String::from_utf8_lossy(&bytes)) else {
+        // Never kept with the credentials it may hold: the change stands, and a retry with
+        // this key waits for an answer that is not coming, then gets 503 until the key expires.
+        tracing::error!(key = %key.key, "an answer that may hold credentials could not be read; not storing it");
+        return Response::from_parts(response_parts, Body::from(bytes));
+    };
     // A success whose request mutated nothing (a staged create, a commit without updates) is
     // not kept: a retry simply runs again, and gets fresh credentials if it asked for them.
     let keep_unreserved = !status.is_success();
@@ -309,6 +356,23 @@ pub fn spawn_expiry(store: std::sync::Arc<dyn icegate_catalog::CatalogStore>, li
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_answers_keep_no_credentials_however_deep_their_metadata() {
+        // A document nested past the JSON parser's depth limit (128) stays as it is.
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        let body = format!(
+            r#"{{"metadata-location":"s3://b/t/m.json","metadata":{{"deep":{deep}}},"config":{{"s3.secret-access-key":"SECRET","s3.session-token":"TOKEN","client.region":"eu"}},"storage-credentials":[{{"prefix":"s3://b/t","config":{{"s3.secret-access-key":"SECRET"}}}}]}}"#
+        );
+        let stored = without_credentials(&body).unwrap();
+        assert!(!stored.contains("SECRET") && !stored.contains("TOKEN"), "{stored}");
+        assert!(stored.contains(&deep) && stored.contains(r#""client.region":"eu""#), "{stored}");
+        assert!(stored.starts_with(r#"{"metadata-location":"s3://b/t/m.json","metadata":{"deep":"#));
+        // What cannot be read as an object, yet may hold credentials, is not stored at all.
+        assert_eq!(without_credentials(r#"{"config":{"s3.secret-access-key":"SECRET"}"#), None);
+        // An answer that names neither is stored as it is, unparsed.
+        assert_eq!(without_credentials(r#"{"metadata":[[[1]]]}"#).as_deref(), Some(r#"{"metadata":[[[1]]]}"#));
+    }
 
     #[test]
     fn lifetimes_are_iso8601_durations() {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
-use iceberg::{TableRequirement, TableUpdate};
+use iceberg::TableRequirement;
+use iceberg::spec::{SortOrder, UnboundPartitionSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
@@ -36,8 +36,9 @@ impl TableIdentifier {
 pub struct CreateTableRequest {
     pub name: String,
     pub location: Option<String>,
+    // Kept as it came until the create is authorized (see `icegate_catalog::schema_cost`).
     #[schema(value_type = Object)]
-    pub schema: Schema,
+    pub schema: Box<RawValue>,
     #[schema(value_type = Option<Object>)]
     pub partition_spec: Option<UnboundPartitionSpec>,
     #[schema(value_type = Option<Object>)]
@@ -293,8 +294,9 @@ pub struct CommitTableRequest {
     pub identifier: Option<TableIdentifier>,
     #[schema(value_type = Vec<Object>)]
     pub requirements: Vec<TableRequirement>,
+    // Each kept as it came until the commit is authorized (an `add-schema` builds a schema).
     #[schema(value_type = Vec<Object>)]
-    pub updates: Vec<TableUpdate>,
+    pub updates: Vec<Box<RawValue>>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -391,8 +393,9 @@ pub struct ReportMetricsRequest {
 pub struct CreateViewRequest {
     pub name: String,
     pub location: Option<String>,
+    // Kept as it came until the create is authorized.
     #[schema(value_type = Object)]
-    pub schema: Schema,
+    pub schema: Box<RawValue>,
     #[schema(value_type = Object)]
     pub view_version: iceberg::spec::ViewVersion,
     #[serde(default)]
@@ -415,8 +418,9 @@ pub struct CommitViewRequest {
     #[serde(default)]
     #[schema(value_type = Vec<Object>)]
     pub requirements: Vec<icegate_catalog::views::ViewRequirement>,
+    // Each kept as it came until the commit is authorized.
     #[schema(value_type = Vec<Object>)]
-    pub updates: Vec<iceberg::ViewUpdate>,
+    pub updates: Vec<Box<RawValue>>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

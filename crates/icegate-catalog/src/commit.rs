@@ -43,7 +43,23 @@ pub(crate) const MAX_COMMIT_ATTEMPTS: usize = 16;
 
 /// What a commit holds while in flight, per byte of the document it changes: the new document,
 /// its gzip form and layout, and the buffers they were written through.
-const HELD_PER_DOCUMENT_BYTE: usize = 2;
+const HELD_PER_DOCUMENT_BYTE: u64 = 2;
+
+/// What a request's own JSON becomes while it is applied, per byte: its typed form, and what
+/// it adds to the new document, its gzip form and buffers.
+const HELD_PER_REQUEST_BYTE: u64 = 4;
+
+/// What the commit budget reserves for a change that builds on documents of `document_bytes`
+/// (`parse_bytes` more for those still to be parsed: their parsed form) with a request of
+/// `request_bytes` whose schemas build `schema_bytes` (see [`crate::schema_cost`]): what the
+/// commit will build, not only what it read.
+pub(crate) fn held_by(document_bytes: usize, parse_bytes: u64, request_bytes: usize, schema_bytes: u64) -> u64 {
+    (document_bytes as u64)
+        .saturating_mul(HELD_PER_DOCUMENT_BYTE)
+        .saturating_add(parse_bytes)
+        .saturating_add((request_bytes as u64).saturating_mul(HELD_PER_REQUEST_BYTE))
+        .saturating_add(schema_bytes)
+}
 
 /// The memory that commits in flight may hold at once, in KiB (see the module documentation).
 /// Commits past it wait their turn, in order; one larger than the whole budget runs alone.
@@ -64,24 +80,23 @@ impl CommitBudget {
         Self { kib: (kib > 0).then(|| (Arc::new(Semaphore::new(kib as usize)), kib)) }
     }
 
-    /// KiB of room for a commit of documents of `document_bytes` in all.
-    fn kib(document_bytes: usize, total: u32) -> u32 {
-        let wanted = document_bytes.saturating_mul(HELD_PER_DOCUMENT_BYTE) / 1024;
-        u32::try_from(wanted).unwrap_or(u32::MAX).clamp(1, total)
+    /// KiB of room for `held` bytes.
+    fn kib(held: u64, total: u32) -> u32 {
+        u32::try_from(held / 1024).unwrap_or(u32::MAX).clamp(1, total)
     }
 
-    /// Room for a commit of documents of `document_bytes` in all, if there is some now and no
-    /// commit is waiting for it.
-    pub(crate) fn try_reserve(&self, document_bytes: usize) -> Option<Reserved> {
+    /// Room for `held` bytes (see [`held_by`]), if there is some now and no commit is waiting
+    /// for it.
+    pub(crate) fn try_reserve(&self, held: u64) -> Option<Reserved> {
         let Some((permits, total)) = &self.kib else { return Some(Reserved { _permit: None }) };
-        let permit = permits.clone().try_acquire_many_owned(Self::kib(document_bytes, *total)).ok()?;
+        let permit = permits.clone().try_acquire_many_owned(Self::kib(held, *total)).ok()?;
         Some(Reserved { _permit: Some(permit) })
     }
 
-    /// Waits for room for a commit of documents of `document_bytes` in all.
-    pub(crate) async fn reserve(&self, document_bytes: usize) -> Result<Reserved> {
+    /// Waits for room for `held` bytes (see [`held_by`]).
+    pub(crate) async fn reserve(&self, held: u64) -> Result<Reserved> {
         let Some((permits, total)) = &self.kib else { return Ok(Reserved { _permit: None }) };
-        let kib = Self::kib(document_bytes, *total);
+        let kib = Self::kib(held, *total);
         let permit = permits
             .clone()
             .acquire_many_owned(kib)
@@ -315,8 +330,8 @@ mod tests {
     #[tokio::test]
     async fn commits_past_the_budget_wait_for_room() {
         let budget = CommitBudget::new(4 * 1024 * 1024); // 4 MiB: 4096 KiB
-        let first = budget.reserve(1024 * 1024).await.unwrap(); // holds 2 MiB
-        let second = budget.reserve(1024 * 1024).await.unwrap();
+        let first = budget.reserve(held_by(1024 * 1024, 0, 0, 0)).await.unwrap(); // holds 2 MiB
+        let second = budget.reserve(2 * 1024 * 1024).await.unwrap();
         assert_eq!(budget.available(), 0);
         let third = tokio::spawn({
             let budget = budget.clone();
@@ -330,14 +345,14 @@ mod tests {
         drop(second);
         assert_eq!(budget.available(), 4096);
         // Larger than the whole budget: runs alone rather than never.
-        let huge = budget.reserve(64 * 1024 * 1024).await.unwrap();
+        let huge = budget.reserve(held_by(0, 0, 16 * 1024 * 1024, 0)).await.unwrap();
         assert_eq!(budget.available(), 0);
         assert!(budget.try_reserve(10).is_none());
         drop(huge);
         // No budget: never waits.
         let unbounded = CommitBudget::new(0);
-        assert!(unbounded.try_reserve(usize::MAX).is_some());
-        let _a = unbounded.reserve(usize::MAX).await.unwrap();
-        let _b = unbounded.reserve(usize::MAX).await.unwrap();
+        assert!(unbounded.try_reserve(u64::MAX).is_some());
+        let _a = unbounded.reserve(u64::MAX).await.unwrap();
+        let _b = unbounded.reserve(u64::MAX).await.unwrap();
     }
 }

@@ -22,6 +22,7 @@ pub mod ident;
 pub mod management;
 pub mod metadata_cache;
 pub mod pagination;
+pub mod schema_cost;
 pub mod service;
 pub mod storage;
 pub mod store;

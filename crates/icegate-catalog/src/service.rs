@@ -65,6 +65,8 @@ pub struct Catalog {
 
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
     max_metadata_bytes: u64,
+    /// What a schema may cost before it is built (`catalog.schema_limits`).
+    schema_limits: crate::schema_cost::SchemaLimits,
     /// Endpoints a warehouse admin may use in a storage profile (`storage.allowed_endpoints`).
     allowed_endpoints: Arc<Vec<AllowedEndpoint>>,
     /// `server.public_url`: the catalog's URL as clients reach it (refresh endpoints).
@@ -106,6 +108,7 @@ impl Catalog {
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
             commit_budget: crate::commit::CommitBudget::new(DEFAULT_COMMIT_MEMORY_BYTES),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
+            schema_limits: crate::schema_cost::SchemaLimits::default(),
             allowed_endpoints: Arc::default(),
             public_url: None,
             namespace_separator: UNIT_SEPARATOR,
@@ -157,6 +160,23 @@ impl Catalog {
 
     pub fn max_metadata_bytes(&self) -> u64 {
         self.max_metadata_bytes
+    }
+
+    /// Bounds what any schema the catalog builds may cost (see [`crate::schema_cost`]).
+    pub fn with_schema_limits(mut self, limits: crate::schema_cost::SchemaLimits) -> Self {
+        self.schema_limits = limits;
+        self
+    }
+
+    pub fn schema_limits(&self) -> &crate::schema_cost::SchemaLimits {
+        &self.schema_limits
+    }
+
+    /// What a metadata document's schemas cost, refused past the limits (`what` names the
+    /// document in the message).
+    pub(crate) fn document_cost(&self, what: &str, document: &str) -> Result<crate::schema_cost::SchemaCost> {
+        crate::schema_cost::of_document(document, &self.schema_limits)
+            .map_err(|refused| CatalogError::bad_request(format!("{what}: {refused}")))
     }
 
     /// Refuses a document over the limit before it is written or stored.

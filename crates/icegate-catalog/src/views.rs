@@ -14,6 +14,7 @@ use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::validate_name;
+use crate::schema_cost::Pending;
 use crate::service::{Catalog, Listing};
 use crate::store::{MetadataSwap, Tabular, TabularKind, Warehouse};
 use crate::tables::{TableIdent, location_inside};
@@ -26,11 +27,12 @@ pub enum ViewRequirement {
     AssertViewUuid { uuid: uuid::Uuid },
 }
 
+/// A createView request: its schema as it came, built once the create is authorized.
 #[derive(Debug)]
 pub struct CreateView {
     pub name: String,
     pub location: Option<String>,
-    pub schema: Schema,
+    pub schema: Pending<Schema>,
     pub view_version: ViewVersion,
     pub properties: HashMap<String, String>,
 }
@@ -42,6 +44,8 @@ pub struct ViewResult {
     pub metadata_json: String,
 }
 
+/// Parses view metadata, once its schemas were walked against the limits
+/// (`Catalog::document_cost`).
 fn parse_view(json: &str, what: &str) -> Result<ViewMetadata> {
     serde_json::from_str(json).map_err(|e| CatalogError::bad_request(format!("invalid view metadata {what}: {e}")))
 }
@@ -109,9 +113,18 @@ impl Catalog {
                 uuid::Uuid::new_v4().simple()
             ),
         };
+        // Authorized: the schema is walked against the limits, room for what it builds is
+        // taken in the commit budget, and only then is it built.
+        let limits = self.schema_limits();
+        let cost = request.schema.cost(limits)?;
+        let property_bytes: usize = request.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let request_bytes = request.schema.json_bytes() + property_bytes;
+        let _room =
+            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let schema = request.schema.build(limits)?.clone();
         let metadata = ViewMetadataBuilder::new(
             location.clone(),
-            request.schema,
+            schema,
             request.view_version,
             ViewFormatVersion::V1,
             request.properties,
@@ -241,6 +254,11 @@ impl Catalog {
         let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
         let text =
             String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
+        let cost = self.document_cost(&format!("metadata file {metadata_location}"), &text)?;
+        let _room = self
+            .commit_budget()
+            .reserve(crate::commit::held_by(text.len(), (text.len() as u64) * 2, 0, cost.build_bytes()))
+            .await?;
         let metadata = parse_view(&text, metadata_location)?;
         let location = location_inside(root, metadata.location())?;
         self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
@@ -264,7 +282,7 @@ impl Catalog {
         prefix: &str,
         view: TableIdent,
         requirements: Vec<ViewRequirement>,
-        updates: Vec<ViewUpdate>,
+        updates: Vec<Pending<ViewUpdate>>,
     ) -> Result<ViewResult> {
         let (warehouse, _) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Write).await?;
@@ -274,19 +292,25 @@ impl Catalog {
     }
 }
 
-/// One view's requirements and updates.
+/// One view's requirements and updates (built once the commit is authorized on the view).
 pub(crate) struct ViewChange {
     view: TableIdent,
     requirements: Vec<ViewRequirement>,
-    updates: Vec<ViewUpdate>,
+    updates: Vec<Pending<ViewUpdate>>,
 }
 
 /// View commits (replaceView).
 pub(crate) struct ViewCommit;
 
+/// A staged view commit's answer, and its room in the commit budget, held until it is answered.
+pub(crate) struct ViewStaged {
+    result: ViewResult,
+    _reserved: crate::commit::Reserved,
+}
+
 impl MetadataKind for ViewCommit {
     type Change = ViewChange;
-    type Extra = ViewResult;
+    type Extra = ViewStaged;
     type Output = ViewResult;
 
     async fn stage(
@@ -295,7 +319,7 @@ impl MetadataKind for ViewCommit {
         ctx: &RequestContext,
         warehouse: &Warehouse,
         changes: &[ViewChange],
-    ) -> Result<Staging<ViewResult, ViewResult>> {
+    ) -> Result<Staging<ViewStaged, ViewResult>> {
         let mut staged = Vec::with_capacity(changes.len());
         for ViewChange { view, requirements, updates } in changes {
             let missing = || CatalogError::no_such_view(view);
@@ -305,6 +329,14 @@ impl MetadataKind for ViewCommit {
                 crate::authorization::tabular_target(warehouse, &view.namespace, &view.name, TabularKind::View);
             let renamed = || CatalogError::CommitFailed(format!("{view} was renamed or replaced meanwhile; retry"));
             ctx.require_on(&target, Privilege::Write, &row.id, missing, renamed).await?;
+            // Authorized: the stored document and the updates are walked against the limits,
+            // and room for what the commit builds is taken (as for tables), before building.
+            let limits = catalog.schema_limits();
+            let document = catalog.document_cost("the view's stored metadata", &row.metadata)?;
+            let (request_bytes, cost) = crate::schema_cost::total_cost(updates, limits)?;
+            let parse = (row.metadata.len() as u64).saturating_mul(2).saturating_add(document.build_bytes());
+            let held = crate::commit::held_by(row.metadata.len(), parse, request_bytes, cost.build_bytes());
+            let reserved = catalog.commit_budget().reserve(held).await?;
             let base = parse_view(&row.metadata, "in the store")?;
             for requirement in requirements {
                 let ViewRequirement::AssertViewUuid { uuid } = requirement;
@@ -313,8 +345,8 @@ impl MetadataKind for ViewCommit {
                 }
             }
             let mut builder = base.into_builder();
-            for update in updates.iter().cloned() {
-                builder = apply(builder, update)?;
+            for update in updates {
+                builder = apply(builder, update.build(limits)?.clone())?;
             }
             let metadata = builder.build()?.metadata;
             let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
@@ -339,14 +371,14 @@ impl MetadataKind for ViewCommit {
                     extra_locations: Vec::new(),
                     location,
                 }),
-                extra: ViewResult { metadata_location, metadata_json },
+                extra: ViewStaged { result: ViewResult { metadata_location, metadata_json }, _reserved: reserved },
             });
         }
         Ok(Staging::Swap(staged))
     }
 
-    async fn applied(&self, _catalog: &Catalog, _warehouse: &Warehouse, staged: Staged<ViewResult>) -> ViewResult {
-        staged.extra
+    async fn applied(&self, _catalog: &Catalog, _warehouse: &Warehouse, staged: Staged<ViewStaged>) -> ViewResult {
+        staged.extra.result
     }
 
     fn gave_up(&self) -> CatalogError {

@@ -1,24 +1,28 @@
-//! The metadata cache is bounded in bytes, parsed forms included: its estimate of what a parsed
-//! document holds (`parsed_weight`) against the bytes the allocator hands out while parsing.
-//! One test in this binary, so no other test allocates while it counts.
+//! Memory estimates against the bytes the allocator hands out: the metadata cache's estimate of
+//! what a parsed document holds (`parsed_weight`), and the schema walk's estimate of what
+//! building a schema takes at its peak (`SchemaCost::build_bytes`, which the commit budget
+//! reserves). One test in this binary, so no other test allocates while it counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
-use iceberg::spec::TableMetadata;
+use iceberg::spec::{Schema, TableMetadata};
 use icegate_catalog::metadata_cache::parsed_weight;
+use icegate_catalog::schema_cost::{SchemaLimits, of_schema};
 use serde_json::json;
 
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static PEAK: AtomicIsize = AtomicIsize::new(0);
 
 // SAFETY: forwards to the system allocator, only counting the bytes of live allocations.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+            let live = LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed) + layout.size() as isize;
+            PEAK.fetch_max(live, Ordering::Relaxed);
         }
         ptr
     }
@@ -72,7 +76,54 @@ fn document(snapshots: usize, columns: usize) -> String {
     doc.to_string()
 }
 
+/// A schema of `columns` columns under `parents` structs named with `parent_name` bytes each
+/// (nested `depth` deep), plus a list and a map.
+fn schema(columns: usize, parent_name: usize, depth: usize) -> String {
+    let mut id = 0;
+    let mut next = || {
+        id += 1;
+        id
+    };
+    let leaves: Vec<_> = (0..columns)
+        .map(|i| json!({"id": next(), "name": format!("column_number_{i}"), "required": false, "type": "long"}))
+        .collect();
+    let mut inner = json!({"type": "struct", "fields": leaves});
+    for level in 0..depth {
+        let name = format!("{}{level}", "p".repeat(parent_name));
+        inner = json!({"type": "struct", "fields": [{"id": next(), "name": name, "required": false, "type": inner}]});
+    }
+    let (element, key, value) = (next(), next(), next());
+    let mut fields = inner["fields"].as_array().unwrap().clone();
+    fields.push(json!({"id": next(), "name": "tags", "required": false,
+        "type": {"type": "list", "element-id": element, "element": "string", "element-required": false}}));
+    fields.push(json!({"id": next(), "name": "attributes", "required": false,
+        "type": {"type": "map", "key-id": key, "key": "string", "value-id": value, "value": "string", "value-required": false}}));
+    json!({"type": "struct", "schema-id": 0, "fields": fields}).to_string()
+}
+
 #[test]
+fn estimates_are_close_to_what_the_allocator_hands_out() {
+    // What the commit budget reserves for building a schema covers its peak, without
+    // overstating it many times.
+    let limits = SchemaLimits::default();
+    for (columns, parent_name, depth) in [(2000, 0, 0), (200, 10, 3), (2000, 1000, 1), (20_000, 8, 2)] {
+        let text = schema(columns, parent_name, depth);
+        let estimate = of_schema(&text, &limits).unwrap().build_bytes() as f64;
+        let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
+        let built: Schema = serde_json::from_str(&text).unwrap();
+        let peak = (PEAK.load(Ordering::Relaxed) - before) as f64;
+        drop(built);
+        let ratio = estimate / peak;
+        assert!(
+            (1.0..=3.0).contains(&ratio),
+            "{columns} columns under {depth} parents named {parent_name} bytes: estimated {estimate} bytes, \
+             building peaks at {peak} ({ratio:.2})"
+        );
+    }
+    the_estimate_of_a_parsed_document_is_close_to_what_parsing_allocates();
+}
+
 fn the_estimate_of_a_parsed_document_is_close_to_what_parsing_allocates() {
     for (snapshots, columns) in [(2000, 10), (100, 10), (20, 500), (5000, 40)] {
         let text = document(snapshots, columns);

@@ -166,6 +166,46 @@ pub struct CatalogConfig {
     /// What joins a namespace's levels in request paths and `parent` (one character; the unit
     /// separator, U+001F, by default, which is always accepted too). Advertised in `/v1/config`.
     pub namespace_separator: String,
+    /// What a schema may cost before it is built (`[catalog.schema_limits]`).
+    pub schema_limits: SchemaLimitsConfig,
+}
+
+/// Bounds on schemas, checked on their JSON before anything is built (see
+/// `icegate_catalog::schema_cost`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchemaLimitsConfig {
+    /// Fields of one schema, nested ones included.
+    pub max_fields: u64,
+    /// Levels of nesting of a schema's types.
+    pub max_depth: u32,
+    /// Bytes of one field's name.
+    pub max_name_bytes: u64,
+    /// Bytes of all full (dotted) field names of one document's or request's schemas together.
+    pub max_full_name_bytes: u64,
+}
+
+impl Default for SchemaLimitsConfig {
+    fn default() -> Self {
+        let limits = icegate_catalog::schema_cost::SchemaLimits::default();
+        Self {
+            max_fields: limits.max_fields,
+            max_depth: limits.max_depth,
+            max_name_bytes: limits.max_name_bytes,
+            max_full_name_bytes: limits.max_full_name_bytes,
+        }
+    }
+}
+
+impl SchemaLimitsConfig {
+    pub fn limits(&self) -> icegate_catalog::schema_cost::SchemaLimits {
+        icegate_catalog::schema_cost::SchemaLimits {
+            max_fields: self.max_fields,
+            max_depth: self.max_depth,
+            max_name_bytes: self.max_name_bytes,
+            max_full_name_bytes: self.max_full_name_bytes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -230,6 +270,7 @@ impl Default for CatalogConfig {
             commit_memory_bytes: icegate_catalog::service::DEFAULT_COMMIT_MEMORY_BYTES,
             max_metadata_bytes: icegate_catalog::service::DEFAULT_MAX_METADATA_BYTES,
             namespace_separator: "\u{1f}".into(),
+            schema_limits: SchemaLimitsConfig::default(),
         }
     }
 }
@@ -367,6 +408,11 @@ impl Config {
         }
         if self.database.max_connections == 0 {
             bail!("invalid configuration: database.max_connections must be at least 1");
+        }
+        // Past 40 levels a stored document (three JSON levels per nested struct) would no longer
+        // parse with the 128 levels JSON parsers allow.
+        if !(1..=40).contains(&self.catalog.schema_limits.max_depth) {
+            bail!("invalid configuration: catalog.schema_limits.max_depth must be between 1 and 40");
         }
         if self.server.max_body_bytes < 1024 {
             bail!("invalid configuration: server.max_body_bytes must be at least 1024");

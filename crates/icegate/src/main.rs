@@ -193,6 +193,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_metadata_cache(config.catalog.metadata_cache_bytes)
         .with_commit_memory(config.catalog.commit_memory_bytes)
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
+        .with_schema_limits(config.catalog.schema_limits.limits())
         .with_allowed_endpoints(
             config
                 .storage

@@ -22,6 +22,7 @@ use crate::table_models::{
     RenameTableRequest, ReportMetricsRequest, StorageCredential, TableIdentifier, UnregisterTableResult, WithMetadata,
 };
 use icegate_catalog::RequestContext;
+use icegate_catalog::schema_cost::Pending;
 
 /// `X-Iceberg-Access-Delegation`: a list of values, in one header or repeated (spec after 1.11).
 fn delegation(headers: &HeaderMap) -> Delegation {
@@ -117,6 +118,13 @@ async fn table_response(
     load_result(state, result, storage, headers)
 }
 
+/// A commit's updates as they came: each is built once the commit is authorized on its table.
+pub(crate) fn pending_updates<T: serde::de::DeserializeOwned>(
+    updates: Vec<Box<serde_json::value::RawValue>>,
+) -> Vec<Pending<T>> {
+    updates.into_iter().map(|update| Pending::new(update, "update")).collect()
+}
+
 fn identifier(table: TableIdent) -> TableIdentifier {
     TableIdentifier { namespace: Namespace(table.namespace.levels().to_vec()), name: table.name }
 }
@@ -176,7 +184,7 @@ pub async fn create_table(
     let request = CreateTable {
         name: request.name,
         location: request.location,
-        schema: request.schema,
+        schema: Pending::new(request.schema, "schema"),
         partition_spec: request.partition_spec,
         write_order: request.write_order,
         properties: request.properties.unwrap_or_default(),
@@ -277,7 +285,7 @@ pub async fn update_table(
     Json(request): Json<CommitTableRequest>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
     let table = TableIdent::parse(&namespace, &table)?;
-    let change = TableChange { table, requirements: request.requirements, updates: request.updates };
+    let change = TableChange { table, requirements: request.requirements, updates: pending_updates(request.updates) };
     let result = state.catalog.commit_table(&ctx, &prefix, change).await?;
     // The commit compressed its document already (in parts, only those that changed); an
     // answer kept for an idempotent retry is kept as text.
@@ -528,7 +536,7 @@ pub async fn commit_transaction(
         changes.push(TableChange {
             table: identifier.parse()?,
             requirements: change.requirements,
-            updates: change.updates,
+            updates: pending_updates(change.updates),
         });
     }
     state.catalog.commit_transaction(&ctx, &prefix, changes).await?;

@@ -81,7 +81,7 @@ pub async fn create_view(
     let request = CreateView {
         name: request.name,
         location: request.location,
-        schema: request.schema,
+        schema: icegate_catalog::schema_cost::Pending::new(request.schema, "schema"),
         view_version: request.view_version,
         properties: request.properties,
     };
@@ -134,7 +134,12 @@ pub async fn replace_view(
     Json(request): Json<CommitViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
     let view = TableIdent::parse(&namespace, &view)?;
-    result(state.catalog.replace_view(&ctx, &prefix, view, request.requirements, request.updates).await?)
+    result(
+        state
+            .catalog
+            .replace_view(&ctx, &prefix, view, request.requirements, super::tables::pending_updates(request.updates))
+            .await?,
+    )
 }
 
 /// Drop a view from the catalog

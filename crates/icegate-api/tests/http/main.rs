@@ -11,5 +11,6 @@ mod management;
 mod namespaces;
 mod oidc;
 mod reference;
+mod schemas;
 mod tables;
 mod views;

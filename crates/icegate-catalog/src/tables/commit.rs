@@ -104,12 +104,19 @@ impl Catalog {
         for requirement in &change.requirements {
             super::requirements::check(requirement, None, || None)?;
         }
+        // Authorized to create: the updates are walked against the limits, room for what they
+        // build is taken, and only then are they built.
+        let limits = self.schema_limits();
+        let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
+        let _room =
+            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let updates = change.built_updates(limits)?;
         let mut schema = None;
         let mut spec = None;
         let mut order = None;
         let mut location = None;
         let mut version = FormatVersion::V2;
-        for update in &change.updates {
+        for update in updates.iter().copied() {
             match update {
                 TableUpdate::AddSchema { schema: s } if schema.is_none() => schema = Some(s.clone()),
                 TableUpdate::AddSpec { spec: s } if spec.is_none() => spec = Some(s.clone()),
@@ -139,7 +146,7 @@ impl Catalog {
         // The builder numbers its seed afresh: back to the staged ids, so that the staged
         // add-schema finds its schema there instead of adding a second one.
         let mut builder = super::fresh_ids::renumber(seed, &staged_ids)?.into_builder(None);
-        for update in change.updates.iter().cloned() {
+        for update in updates.into_iter().cloned() {
             builder = update.apply(builder)?;
         }
         let metadata = builder.build()?.metadata;
@@ -215,9 +222,10 @@ impl Catalog {
             });
         }
         // The cached metadata is shared: the builder works on a copy of it (its snapshots,
-        // schemas and specs are shared, not copied).
+        // schemas and specs are shared, not copied). The updates were walked, and room taken
+        // for what they build, before (`TableCommit::stage`).
         let mut builder = TableMetadata::clone(&base).into_builder(Some(row.metadata_location.clone()));
-        for update in change.updates.iter().cloned() {
+        for update in change.built_updates(self.schema_limits())?.into_iter().cloned() {
             builder = update.apply(builder)?;
         }
         let built = builder.build()?;
@@ -404,15 +412,31 @@ impl MetadataKind for TableCommit {
     ) -> Result<Staging<Extra, TableResult>> {
         // Room for what the commit will hold, taken once for all its tables: a transaction
         // that waited for room while holding part of it could wait on another doing the same.
-        // A document still to be parsed costs as much again while it is (its parsed form is
-        // about twice its text, and the commit holds about twice its document: see the budget).
+        // What is reserved is what the commit builds: its new documents (about twice the ones
+        // it builds on), the parsed form of a document still to be parsed (about twice its text,
+        // and what its schemas build), and the request's own updates (their bytes, and what
+        // their schemas build). Nothing is built before the changes are authorized (`find`)
+        // and their schemas walked against the limits.
+        let limits = catalog.schema_limits();
         let mut waited = None;
         let (found, reserved) = loop {
             let found = match self.find(catalog, ctx, warehouse, changes).await? {
                 Found::Tables(found) => found,
                 Found::Created(result) => return Ok(Staging::Done(vec![*result])),
             };
-            let bytes = found.iter().map(|(_, c)| c.document.len() * if c.metadata.is_some() { 1 } else { 2 }).sum();
+            let mut bytes = 0u64;
+            for (change, current) in &found {
+                let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
+                let parse = match current.metadata {
+                    Some(_) => 0,
+                    None => {
+                        let document = catalog.document_cost("the table's stored metadata", &current.document)?;
+                        (current.document.len() as u64).saturating_mul(2).saturating_add(document.build_bytes())
+                    }
+                };
+                let held = crate::commit::held_by(current.document.len(), parse, request_bytes, cost.build_bytes());
+                bytes = bytes.saturating_add(held);
+            }
             match waited.take().or_else(|| catalog.commit_budget().try_reserve(bytes)) {
                 Some(reserved) => break (found, reserved),
                 None => {

@@ -42,12 +42,21 @@ impl Catalog {
             Some("3") => FormatVersion::V3,
             Some(other) => return Err(CatalogError::bad_request(format!("unsupported format-version {other}"))),
         };
+        // Authorized: the schema is walked against the limits, room for what it builds is
+        // taken in the commit budget, and only then is it built.
+        let limits = self.schema_limits();
+        let cost = request.schema.cost(limits)?;
+        let property_bytes: usize = properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let request_bytes = request.schema.json_bytes() + property_bytes;
+        let _room =
+            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let schema = request.schema.build(limits)?.clone();
         // Numbered afresh as the reference numbers a new table (see `fresh_ids`).
-        let fresh_ids = super::fresh_ids::reference_ids(&request.schema);
+        let fresh_ids = super::fresh_ids::reference_ids(&schema);
         let creation = iceberg::TableCreation::builder()
             .name(table.name.clone())
             .location(location.clone())
-            .schema(request.schema)
+            .schema(schema)
             .partition_spec_opt(request.partition_spec)
             .sort_order_opt(request.write_order)
             .properties(properties)

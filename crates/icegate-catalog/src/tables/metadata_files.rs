@@ -47,7 +47,8 @@ pub(super) fn etag(metadata_location: &str, mode: SnapshotMode) -> String {
 }
 
 /// Parses the stored metadata document of the table or view with id `id` (it was written by
-/// us, so a failure is internal).
+/// us, so a failure is internal), once its schemas were walked against the limits
+/// (`Catalog::document_cost`: a document stored by an earlier version may pass them).
 pub(super) fn parse_stored(id: &str, document: &str) -> Result<TableMetadata> {
     serde_json::from_str(document)
         .map_err(|e| CatalogError::Internal(anyhow::anyhow!("stored metadata of {id} is invalid: {e}")))
@@ -77,10 +78,10 @@ pub(crate) fn too_large(what: &str, max_bytes: u64) -> CatalogError {
     ))
 }
 
-/// Parses a metadata file's bytes (plain or gzip-compressed JSON, bounded by `max_bytes`).
-pub(super) fn parse_metadata_file(location: &str, bytes: Vec<u8>, max_bytes: u64) -> Result<TableMetadata> {
-    let json = metadata_file_json(location, bytes, max_bytes)?;
-    serde_json::from_slice(&json)
+/// Parses a metadata file's JSON (see [`metadata_file_json`]), once its schemas were walked
+/// against the limits (`Catalog::document_cost`).
+pub(super) fn parse_metadata_file(location: &str, json: &[u8]) -> Result<TableMetadata> {
+    serde_json::from_slice(json)
         .map_err(|e| CatalogError::bad_request(format!("invalid table metadata file {location}: {e}")))
 }
 

@@ -36,6 +36,7 @@ use iceberg::{TableRequirement, TableUpdate};
 
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
+use crate::schema_cost::{Pending, SchemaLimits};
 use crate::storage::{AccessLevel, TableLocations};
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
@@ -100,24 +101,32 @@ impl std::fmt::Display for TableIdent {
     }
 }
 
-/// A createTable request, already deserialised into `iceberg` types.
+/// A createTable request: its schema as it came, built once the create is authorized.
 #[derive(Debug)]
 pub struct CreateTable {
     pub name: String,
     pub location: Option<String>,
-    pub schema: Schema,
+    pub schema: Pending<Schema>,
     pub partition_spec: Option<UnboundPartitionSpec>,
     pub write_order: Option<SortOrder>,
     pub properties: HashMap<String, String>,
     pub stage_create: bool,
 }
 
-/// One table's requirements and updates in a commit.
-#[derive(Debug, Clone)]
+/// One table's requirements and updates in a commit. The updates stay the JSON they came as
+/// until the commit is authorized on the table (an `add-schema` builds a schema).
+#[derive(Debug)]
 pub struct TableChange {
     pub table: TableIdent,
     pub requirements: Vec<TableRequirement>,
-    pub updates: Vec<TableUpdate>,
+    pub updates: Vec<Pending<TableUpdate>>,
+}
+
+impl TableChange {
+    /// The updates, built (each walked against the limits first); call once authorized.
+    pub(crate) fn built_updates(&self, limits: &SchemaLimits) -> Result<Vec<&TableUpdate>> {
+        self.updates.iter().map(|update| update.build(limits)).collect()
+    }
 }
 
 /// Which snapshots a loadTable response carries.

@@ -1,7 +1,7 @@
 //! registerTable: adopting a metadata file that lies inside the table's own location, and
 //! with `overwrite` repointing an existing table at it.
 
-use super::metadata_files::{etag, location_inside, parse_metadata_file, table_locations, to_json};
+use super::metadata_files::{etag, location_inside, metadata_file_json, parse_metadata_file, table_locations, to_json};
 use super::{SnapshotMode, TableIdent, TableResult};
 use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
@@ -30,7 +30,17 @@ impl Catalog {
         // identity (what a file elsewhere holds, or whether it exists, is not the caller's to learn).
         self.check_placement(ctx, &warehouse, &table.namespace, &[metadata_location.to_owned()]).await?;
         let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
-        let metadata = parse_metadata_file(metadata_location, bytes, self.max_metadata_bytes())?;
+        let json = metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
+        // Its schemas are walked against the limits, and room for what the file builds taken,
+        // before it is parsed.
+        let text = std::str::from_utf8(&json)
+            .map_err(|_| CatalogError::bad_request(format!("metadata file {metadata_location} is not UTF-8 JSON")))?;
+        let cost = self.document_cost(&format!("metadata file {metadata_location}"), text)?;
+        let _room = self
+            .commit_budget()
+            .reserve(crate::commit::held_by(json.len(), (json.len() as u64) * 2, 0, cost.build_bytes()))
+            .await?;
+        let metadata = parse_metadata_file(metadata_location, &json)?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
         // The metadata file must be the table's own: a registration cannot make the catalog
         // point at (and later clean up) a file in another table's directory.

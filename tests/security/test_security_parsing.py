@@ -1,0 +1,222 @@
+"""What parsing may cost (issue 29): schemas are built only after a request is authorized, and only
+within the schema limits; what a commit builds is reserved in the commit budget; an answer is never
+stored for idempotent replay with the credentials it carried. Judged by effects: the server
+process's peak memory (VmHWM), what the catalog and its database hold.
+
+Before the fixes, one createTable of 1.3 MB from a principal holding nothing (a field with a
+16 KiB name and 20,000 children) grew the server by about a gigabyte while its body was parsed,
+before anything was decided; and a schema nested 123 lists deep was accepted, after which its
+table answered 500 and the idempotency table held the vended credentials of its create.
+"""
+
+import contextlib
+import json
+import sqlite3
+import threading
+import uuid
+
+import pytest
+
+from conftest import Server
+from lab import lab  # noqa: F401 (a fixture; it puts ../s3 on the path)
+from harness import ADMIN_ID, ADMIN_SECRET, call, token_for  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def peak_rss(server) -> int:
+    """The server process's peak resident memory so far (VmHWM), in bytes."""
+    with open(f"/proc/{server.process.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@contextlib.contextmanager
+def own_server(workdir):
+    """An icegate of its own (auth required, a local warehouse, a namespace `db`), so that its
+    peak memory is what the test did to it. Yields (server, admin token); `server.db` is the
+    namespace's path."""
+    env = {
+        "ICEGATE__AUTH__MODE": "required",
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
+    }
+    server = Server(workdir, [], env).start()
+    try:
+        admin = token_for(server, ADMIN_ID, ADMIN_SECRET)
+        prefix = call(server, admin, "GET", "/v1/config")[1]["overrides"]["prefix"]
+        assert call(server, admin, "POST", f"/v1/{prefix}/namespaces", {"namespace": ["db"]})[0] == 200
+        server.db = f"/v1/{prefix}/namespaces/db"
+        yield server, admin
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    with own_server(tmp_path_factory.mktemp("parsing")) as running:
+        yield running
+
+
+def principal(server, admin, grants):
+    name = f"p-{uuid.uuid4().hex[:8]}"
+    status, created = call(server, admin, "POST", "/management/v1/principals", {"name": name})
+    assert status == 201, created
+    assert call(server, admin, "POST", "/management/v1/roles", {"name": f"{name}-role"})[0] == 201
+    assert call(server, admin, "PUT", f"/management/v1/roles/{name}-role/principals/{name}")[0] == 204
+    for privilege, securable in grants:
+        grant = {"role": f"{name}-role", "privilege": privilege, "securable": securable}
+        assert call(server, admin, "POST", "/management/v1/grants", grant)[0] == 201
+    return token_for(server, created["client-id"], created["client-secret"])
+
+
+VIEW_VERSION = {
+    "version-id": 1, "schema-id": 0, "timestamp-ms": 1700000000000, "summary": {},
+    "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}],
+    "default-namespace": ["db"],
+}
+
+
+def amplifying_schema(name_bytes=16 * 1024, children=20_000):
+    """The reported body's schema: one struct field with a long name over many children, whose
+    full names (`<long>.<child>`) add up to name_bytes * children bytes once indexed."""
+    fields = [{"id": i + 2, "name": f"c{i}", "required": False, "type": "int"} for i in range(children)]
+    return {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [{"id": 1, "name": "p" * name_bytes, "required": False, "type": {"type": "struct", "fields": fields}}],
+    }
+
+
+def in_parallel(requests):
+    """Runs the (server, token, method, path, body) calls at once; their statuses."""
+    statuses = [None] * len(requests)
+
+    def run(i, request):
+        statuses[i] = call(*request)[0]
+
+    threads = [threading.Thread(target=run, args=(i, r)) for i, r in enumerate(requests)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def test_a_principal_holding_nothing_cannot_make_the_server_build_a_schema(secured):
+    server, admin = secured
+    stranger = principal(server, admin, [])
+    body = {"name": "t", "schema": amplifying_schema()}
+    view = {**body, "view-version": VIEW_VERSION}
+    assert len(json.dumps(body)) > MIB
+    before = peak_rss(server)
+    statuses = in_parallel(
+        [
+            (server, stranger, "POST", f"{server.db}/tables", body),
+            (server, stranger, "POST", "/v1/nowhere/namespaces/nothing/tables", body),
+            (server, stranger, "POST", f"{server.db}/views", view),
+        ]
+    )
+    assert all(s in (403, 404) for s in statuses), statuses
+    grown = peak_rss(server) - before
+    print(f"stranger: peak grew by {grown / MIB:.1f} MiB")
+    # The bodies themselves (three of 1.3 MB, read and copied once) are all that is held.
+    assert grown < 48 * MIB, f"the server grew by {grown / MIB:.0f} MiB"
+
+
+def test_an_authorized_create_past_the_limits_is_refused_before_it_is_built(secured):
+    server, admin = secured
+    creator = principal(server, admin, [("create", {"type": "namespace", "warehouse": "default", "namespace": ["db"]})])
+    before = peak_rss(server)
+    # The reported shape (a 16 KiB name), and one within the name limit whose full names alone
+    # would be 40 MB (1,000-byte name over 40,000 children).
+    for schema, limit in ((amplifying_schema(), "max_name_bytes"), (amplifying_schema(1000, 40_000), "max_full_name_bytes")):
+        status, answer = call(server, creator, "POST", f"{server.db}/tables", {"name": "t", "schema": schema})
+        assert status == 400, answer
+        assert limit in answer["error"]["message"], answer
+        update = {"requirements": [], "updates": [{"action": "add-schema", "schema": schema}]}
+        status, _ = call(server, creator, "POST", f"{server.db}/tables/t", update)
+        assert status in (403, 404), status
+    grown = peak_rss(server) - before
+    print(f"creator: peak grew by {grown / MIB:.1f} MiB")
+    assert grown < 48 * MIB, f"the server grew by {grown / MIB:.0f} MiB"
+    assert call(server, admin, "GET", f"{server.db}/tables/t")[0] == 404
+
+
+@pytest.mark.parametrize("kind", ["tables", "views"])
+def test_large_commits_wait_for_room_in_the_commit_budget(tmp_path, kind):
+    """Six 8 MiB set-properties commits at once, each on a tiny table of its own: each reserves
+    what it will build (its request four times over: past the 16 MiB budget, so it runs alone),
+    not what its tiny table's document holds (a few KiB), so the server never builds six at
+    once. The same for views, which took no room at all before."""
+    with own_server(tmp_path) as (server, admin):
+        commits_take_turns(server, admin, kind)
+
+
+def commits_take_turns(server, admin, kind):
+    writer = principal(
+        server,
+        admin,
+        [
+            ("create", {"type": "namespace", "warehouse": "default", "namespace": ["db"]}),
+            ("write", {"type": "namespace", "warehouse": "default", "namespace": ["db"]}),
+        ],
+    )
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": False, "type": "int"}]}
+    targets = []
+    for i in range(6):
+        body = {"name": f"tiny_{kind}_{i}", "schema": schema}
+        if kind == "views":
+            body["view-version"] = VIEW_VERSION
+        status, created = call(server, writer, "POST", f"{server.db}/{kind}", body)
+        assert status == 200, created
+        targets.append(f"{server.db}/{kind}/tiny_{kind}_{i}")
+    before = peak_rss(server)
+    update = {"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v" * (8 * MIB)}}]}
+    statuses = in_parallel([(server, writer, "POST", target, update) for target in targets])
+    assert statuses == [200] * 6, statuses
+    grown = peak_rss(server) - before
+    print(f"{kind}: peak grew by {grown / MIB:.1f} MiB")
+    # Six bodies are read before any commit runs (6 x 8 MiB, and a copy of each); what the
+    # commits build comes on top one at a time, not six.
+    assert grown < 160 * MIB, f"{kind}: the server grew by {grown / MIB:.0f} MiB"
+    for target in targets:
+        properties = call(server, writer, "GET", target)[1]["metadata"]["properties"]
+        assert len(properties["k"]) == 8 * MIB, target
+
+
+def test_a_deeply_nested_schema_is_refused_and_nothing_is_stored_with_credentials(lab):
+    """On a warehouse that vends STS credentials: the 123-lists schema is refused (400), and no
+    answer kept for replay holds a secret, for that request or for a create that vended."""
+    from test_security_round2 import DELEGATE, has_credentials, namespace, tables
+
+    assert namespace(lab, ["deep"])[0] == 200
+    element = "long"
+    for level in range(123):
+        element = {"type": "list", "element-id": 1000 + level, "element-required": False, "element": element}
+    deep = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "d", "required": False, "type": element}]}
+    headers = {**DELEGATE, "Idempotency-Key": str(uuid.uuid4())}
+    status, answer = lab.call(lab.admin, "POST", tables(lab, ["deep"]), {"name": "d", "schema": deep}, headers=headers)
+    assert status == 400 and "max_depth" in answer["error"]["message"], answer
+    assert lab.call(lab.admin, "GET", f"{tables(lab, ['deep'])}/d")[0] == 404
+    # A create that vends, with a key: its answer carries credentials, what is kept does not.
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": False, "type": "long"}]}
+    key = str(uuid.uuid4())
+    status, created = lab.call(
+        lab.admin, "POST", tables(lab, ["deep"]), {"name": "ok", "schema": schema}, headers={**DELEGATE, "Idempotency-Key": key}
+    )
+    assert status == 200 and has_credentials(created), created
+    database = lab.server.workdir / "icegate-data" / "catalog.db"
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT body FROM idempotency_keys WHERE body IS NOT NULL").fetchall()
+    assert rows, "no answer was kept"
+    kept = " ".join(row[0] for row in rows)
+    assert created["config"]["s3.secret-access-key"] not in kept
+    assert "s3.secret-access-key" not in kept and "s3.session-token" not in kept
+    # The replay vends again.
+    status, replayed = lab.call(
+        lab.admin, "POST", tables(lab, ["deep"]), {"name": "ok", "schema": schema}, headers={**DELEGATE, "Idempotency-Key": key}
+    )
+    assert status == 200 and has_credentials(replayed), replayed
