@@ -14,7 +14,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::access::{Authorizer, Caller};
-use icegate_catalog::auth::Authenticator;
+use icegate_catalog::auth::{Authenticator, TokenCaller};
 use icegate_catalog::{CatalogError, RequestContext};
 
 use crate::AppState;
@@ -33,8 +33,9 @@ pub struct Security {
 }
 
 impl Security {
-    /// The caller behind an `Authorization` header: an external OIDC token, or one of icegate's.
-    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, CatalogError> {
+    /// The caller behind an `Authorization` header: an external OIDC token, or one of icegate's
+    /// (with the secret version it was issued under).
+    pub async fn authenticate(&self, authorization: Option<&str>) -> Result<TokenCaller, CatalogError> {
         if self.authenticator.required()
             && let Some(oidc) = &self.oidc
             && let Some(token) =
@@ -46,7 +47,7 @@ impl Security {
                 if oidc.provisioned() != before {
                     self.authorizer.invalidate();
                 }
-                return result;
+                return result.map(|caller| TokenCaller { caller, secret_version: None });
             }
         }
         self.authenticator.authenticate(authorization)
@@ -85,11 +86,11 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
 }
 
 async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<Caller, CatalogError> {
-    let caller = security.authenticate(authorization).await?;
+    let TokenCaller { caller, secret_version } = security.authenticate(authorization).await?;
     if let Caller::Principal { id, .. } = &caller
-        && !security.authorizer.principal_active(id).await?
+        && !security.authorizer.principal_active(id, secret_version).await?
     {
-        tracing::info!(principal = %id, "request not authenticated: the principal was deleted");
+        tracing::info!(principal = %id, "request not authenticated: the principal was deleted or its secret rotated");
         return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
     }
     Ok(caller)

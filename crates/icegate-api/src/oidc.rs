@@ -4,9 +4,11 @@
 //! configured). Keys are cached; a token signed with an unknown `kid` triggers one refetch (at
 //! most every few seconds), so key rotation at the provider needs no restart. The token's
 //! issuer, audience, expiry and signature are checked with a small clock-skew allowance. The
-//! principal is provisioned on first sight, and a roles or groups claim maps onto icegate roles
-//! of the same name. A verified identity is remembered for the token's lifetime, so the store
-//! is written once per token, not once per request.
+//! principal is provisioned on first sight, named by the issuer's subject (which its user cannot
+//! change; the username is kept beside it), and a roles or groups claim maps onto the icegate
+//! roles of the same name that the operator made claimable for that issuer — no other. A
+//! verified identity is remembered for the token's lifetime, so the store is written once per
+//! token, not once per request.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,16 +33,26 @@ pub struct OidcIssuerConfig {
     pub jwks_url: Option<String>,
     /// The `aud` icegate's tokens must carry.
     pub audience: String,
-    /// The claim that identifies the principal.
+    /// The claim that identifies the principal, and names it (`<subject>@<name>`): one its user
+    /// cannot change.
     #[serde(default = "default_subject_claim")]
     pub subject_claim: String,
-    /// The claim whose values name the caller's icegate roles (e.g. `groups` or `roles`).
+    /// The claim whose values name the caller's icegate roles (e.g. `groups` or `roles`); only
+    /// roles this issuer may confer (`claimable_roles`, `claimable_role_prefix`, `admin_roles`)
+    /// are joined.
     #[serde(default)]
     pub roles_claim: Option<String>,
+    /// Roles a claim of this issuer may make its users members of, by name.
+    #[serde(default)]
+    pub claimable_roles: Vec<String>,
+    /// Roles whose names start with this may be conferred by this issuer's claims too (e.g.
+    /// `okta-`): roles made for this issuer, which no other issuer's users can claim.
+    #[serde(default)]
+    pub claimable_role_prefix: Option<String>,
     /// Roles that a claim may map onto with their grants on the server itself (such as the
-    /// `admin` role). A claim value naming any other role still makes the caller a member, but
-    /// that role's server-wide grants do not apply through it. Empty by default: no identity
-    /// provider group becomes the catalog's administrator unless the operator says so here.
+    /// `admin` role); claimable by this issuer. Through any other claimable role, that role's
+    /// server-wide grants do not apply. Empty by default: no identity provider group becomes the
+    /// catalog's administrator unless the operator says so here.
     #[serde(default)]
     pub admin_roles: Vec<String>,
     /// The suffix of the principal names this issuer's users get (`<username>@<name>`);
@@ -51,6 +63,18 @@ pub struct OidcIssuerConfig {
 }
 
 impl OidcIssuerConfig {
+    /// Whether a claim of this issuer may make its user a member of `role`: the operator named
+    /// the role (or its prefix) for this issuer. Anything else a claim names is ignored, so
+    /// whoever controls the issuer's groups cannot join a role meant for someone else.
+    pub fn may_confer(&self, role: &str) -> bool {
+        self.claimable_roles.iter().any(|r| r == role)
+            || self.admin_roles.iter().any(|r| r == role)
+            || self
+                .claimable_role_prefix
+                .as_deref()
+                .is_some_and(|prefix| !prefix.is_empty() && role.starts_with(prefix))
+    }
+
     /// The suffix of this issuer's principal names.
     pub fn principal_suffix(&self) -> String {
         self.name.clone().unwrap_or_else(|| {
@@ -165,7 +189,7 @@ impl OidcVerifier {
             .and_then(Value::as_str)
             .ok_or_else(|| refuse("no subject claim"))?
             .to_owned();
-        let roles: Vec<String> = issuer
+        let claimed: Vec<String> = issuer
             .config
             .roles_claim
             .as_ref()
@@ -176,11 +200,23 @@ impl OidcVerifier {
                 _ => Vec::new(),
             })
             .unwrap_or_default();
-        let username = claims.get("preferred_username").and_then(Value::as_str).unwrap_or(&subject);
-        let name = format!("{username}@{}", issuer.config.principal_suffix());
+        let (roles, ignored): (Vec<String>, Vec<String>) =
+            claimed.into_iter().partition(|role| issuer.config.may_confer(role));
+        if !ignored.is_empty() {
+            tracing::debug!(issuer = %issuer.config.issuer, %subject, ?ignored, "claimed roles this issuer may not confer");
+        }
+        // Named by the subject, which the user cannot change; the username, which many
+        // providers let users pick, is only shown beside it.
+        let username = claims.get("preferred_username").and_then(Value::as_str);
+        let name = format!("{subject}@{}", issuer.config.principal_suffix());
         let principal = self
             .access
-            .provision_external_principal(&issuer.config.issuer, &subject, &name, &roles, &issuer.config.admin_roles)
+            .provision_external_principal(
+                (&issuer.config.issuer, &subject),
+                (&name, username),
+                &roles,
+                &issuer.config.admin_roles,
+            )
             .await?;
         self.provisioned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let caller = Caller::Principal { id: principal.id, name: principal.name };

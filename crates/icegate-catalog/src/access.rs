@@ -233,6 +233,10 @@ pub struct PrincipalRecord {
     pub name: String,
     pub client_id: Option<String>,
     pub secret_hash: Option<String>,
+    /// 1 for its first secret, one more at every rotation (tokens carry it).
+    pub secret_version: i64,
+    /// What an external identity provider calls it (shown beside its name).
+    pub display_name: Option<String>,
     pub created_at_ms: i64,
 }
 
@@ -297,11 +301,16 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
     async fn principal_by_name(&self, name: &str) -> crate::Result<Option<PrincipalRecord>>;
     async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
-    /// Whether a principal with this id exists (its tokens stop working when it is deleted).
-    async fn principal_exists(&self, id: &str) -> crate::Result<bool>;
+    /// The current secret version of the principal with this id; `None` when it does not exist
+    /// (its tokens stop working when it is deleted, or its secret rotated).
+    async fn principal_secret_version(&self, id: &str) -> crate::Result<Option<i64>>;
     async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
     async fn delete_principal(&self, name: &str) -> crate::Result<()>;
+    /// A new secret for the principal (its secret version goes up by one).
     async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
+    /// Replaces the hash of the same secret (an earlier version's form), unless it changed
+    /// meanwhile; whether it was replaced.
+    async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> crate::Result<bool>;
 
     async fn create_role(&self, name: &str) -> crate::Result<RoleRecord>;
     async fn role_by_name(&self, name: &str) -> crate::Result<Option<RoleRecord>>;
@@ -313,14 +322,14 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
 
     /// The principal of an external identity (created on first sight, named `name` or, if that is
-    /// taken, `name@issuer`), with its claim-derived memberships set to the existing roles among
-    /// `claimed_roles`. Those memberships confer grants on the server only for roles listed in
-    /// `admin_roles`.
+    /// taken, `name@issuer`; `display_name` kept up to date), with its claim-derived memberships
+    /// set to the existing roles among `claimed_roles` (which the caller limited to the roles the
+    /// issuer may confer). Those memberships confer grants on the server only for roles listed
+    /// in `admin_roles`.
     async fn provision_external_principal(
         &self,
-        issuer: &str,
-        subject: &str,
-        name: &str,
+        (issuer, subject): (&str, &str),
+        (name, display_name): (&str, Option<&str>),
         claimed_roles: &[String],
         admin_roles: &[String],
     ) -> crate::Result<PrincipalRecord>;
@@ -371,8 +380,9 @@ pub struct Authorizer {
     access: std::sync::Arc<dyn AccessStore>,
     /// What a principal holds on a target (see [`crate::cache`]; built by `with_cache_ttl`).
     cache: Option<TtlCache<(String, Target), Holdings>>,
-    /// Principals found to exist (same TTL and invalidation as holdings).
-    active: Option<TtlCache<String, ()>>,
+    /// The current secret version of principals found to exist (same TTL and invalidation as
+    /// holdings).
+    active: Option<TtlCache<String, i64>>,
 }
 
 /// Holdings (and principals) kept at most.
@@ -401,20 +411,31 @@ impl Authorizer {
         }
     }
 
-    /// Whether the principal behind a verified token still exists. A deleted principal's
-    /// tokens stop working at once on this replica (deletes invalidate) and within the TTL on
-    /// others.
-    pub async fn principal_active(&self, id: &str) -> Result<bool, CatalogError> {
-        let Some(active) = &self.active else { return self.access.principal_exists(id).await };
-        if active.get(id, |_| true).is_some() {
-            return Ok(true);
-        }
-        let (generation, read_at) = (active.generation(), std::time::Instant::now());
-        let exists = self.access.principal_exists(id).await?;
-        if exists {
-            active.offer(generation, id.to_owned(), (), read_at);
-        }
-        Ok(exists)
+    /// Whether the principal behind a verified token still exists and, for a token icegate
+    /// issued (`token_version`: the secret version it was issued under), whether its secret is
+    /// still the one the token was issued for. A deleted principal's tokens, and those issued
+    /// before its secret was rotated, stop working at once on this replica (both invalidate)
+    /// and within the TTL on others.
+    pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
+        let current = match &self.active {
+            None => self.access.principal_secret_version(id).await?,
+            Some(active) => match active.get(id, |_| true) {
+                Some(version) => Some(version),
+                None => {
+                    let (generation, read_at) = (active.generation(), std::time::Instant::now());
+                    let version = self.access.principal_secret_version(id).await?;
+                    if let Some(version) = version {
+                        active.offer(generation, id.to_owned(), version, read_at);
+                    }
+                    version
+                }
+            },
+        };
+        Ok(match (current, token_version) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(current), Some(token)) => token == current,
+        })
     }
 
     /// What `principal` holds on `target`, read from the store now (and cached for the next

@@ -1,15 +1,22 @@
 //! Authentication: icegate-issued bearer tokens for principals with client credentials.
 //!
 //! Tokens are HS256 JWTs signed with a key every replica shares (from configuration, or
-//! generated once and kept in the database). Client secrets are stored only as argon2 hashes
-//! and shown once, when created or rotated. Every rejection is logged with its reason and
-//! answered with the same 401, so a caller learns nothing about why.
+//! generated once and kept in the database). Each carries the version of the secret it was
+//! issued for (`sv`): rotating a principal's secret ends the tokens issued under the old one.
+//!
+//! Client secrets are shown once, when created or rotated, and stored only as a keyed hash:
+//! HMAC-SHA-256 under a random salt of the secret's own. Secrets icegate generates are 256
+//! random bits, which no slow hash makes stronger, and checking one costs microseconds, so the
+//! token endpoint — open to anyone — cannot be used to spend the server's CPU. (Secrets
+//! hashed with Argon2id by earlier versions are still accepted: checked on the blocking pool,
+//! a few at a time, answered 503 past that, and rehashed once they match.) Every rejection is
+//! logged with its reason and answered with the same 401, so a caller learns nothing about why.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordVerifier};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -43,6 +50,14 @@ struct Claims {
     nbf: u64,
     exp: u64,
     jti: String,
+    /// The version of the principal's secret the token was issued under; tokens of icegate
+    /// versions that did not write it count as version 1 (every secret's first).
+    #[serde(default = "first_secret_version")]
+    sv: i64,
+}
+
+fn first_secret_version() -> i64 {
+    1
 }
 
 /// A freshly issued token.
@@ -57,6 +72,8 @@ pub struct IssuedToken {
 pub enum TokenError {
     InvalidClient,
     InvalidRequest(String),
+    /// Too many slow (Argon2id) checks are running: retry shortly (503).
+    Busy,
 }
 
 /// 32 random bytes, URL-safe base64.
@@ -72,19 +89,63 @@ pub fn new_client_id() -> String {
     format!("ig-{}", uuid::Uuid::new_v4().simple())
 }
 
-/// An argon2id hash (PHC string) of `secret`.
+/// The stored form of a secret: `$icegate-hmac-sha256$<salt>$<mac>` (URL-safe base64), the
+/// HMAC-SHA-256 of the secret keyed by 16 random bytes of its own.
 pub fn hash_secret(secret: &str) -> Result<String> {
-    let salt = SaltString::encode_b64(uuid::Uuid::new_v4().as_bytes())
-        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("salt: {e}")))?;
-    Argon2::default()
-        .hash_password(secret.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("hashing a secret: {e}")))
+    let salt = *uuid::Uuid::new_v4().as_bytes();
+    Ok(format!("{HMAC_PREFIX}{}${}", URL_SAFE_NO_PAD.encode(salt), URL_SAFE_NO_PAD.encode(hmac_sha256(&salt, secret))))
 }
 
-fn verify_secret(secret: &str, hash: &str) -> bool {
+const HMAC_PREFIX: &str = "$icegate-hmac-sha256$";
+
+/// HMAC-SHA-256 (RFC 2104).
+fn hmac_sha256(key: &[u8], message: &str) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut block = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        block[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        block[..key.len()].copy_from_slice(key);
+    }
+    let (mut inner, mut outer) = (Sha256::new(), Sha256::new());
+    inner.update(block.map(|b| b ^ 0x36));
+    inner.update(message.as_bytes());
+    outer.update(block.map(|b| b ^ 0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// What checking a secret against its stored hash found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SecretCheck {
+    Matches,
+    DoesNotMatch,
+    /// An Argon2id hash of an earlier version: slow to check (see [`LegacyChecks`]).
+    Legacy,
+}
+
+fn check_secret(secret: &str, hash: &str) -> SecretCheck {
+    let Some(rest) = hash.strip_prefix(HMAC_PREFIX) else {
+        return if hash.starts_with("$argon2") { SecretCheck::Legacy } else { SecretCheck::DoesNotMatch };
+    };
+    let Some((salt, mac)) = rest.split_once('$') else { return SecretCheck::DoesNotMatch };
+    let (Ok(salt), Ok(mac)) = (URL_SAFE_NO_PAD.decode(salt), URL_SAFE_NO_PAD.decode(mac)) else {
+        return SecretCheck::DoesNotMatch;
+    };
+    let computed = hmac_sha256(&salt, secret);
+    // Constant time: how much of the MAC matched does not show in the answer's timing.
+    let differs =
+        mac.len() != computed.len() || mac.iter().zip(computed.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0;
+    if differs { SecretCheck::DoesNotMatch } else { SecretCheck::Matches }
+}
+
+fn verify_argon2(secret: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|parsed| Argon2::default().verify_password(secret.as_bytes(), &parsed).is_ok())
 }
+
+/// Argon2id checks of secrets hashed by earlier versions run on the blocking pool, at most this
+/// many at once; a token request that would wait for one is answered 503 at once.
+const LEGACY_CHECKS_AT_ONCE: usize = 2;
 
 fn now_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
@@ -101,6 +162,8 @@ pub struct Authenticator {
     /// skips decoding, two JSON parses and the HMAC on every request after the first (perf:
     /// verification was a tenth of an authenticated loadTable's cycles).
     verified: quick_cache::sync::Cache<[u8; 32], Verified>,
+    /// Room for Argon2id checks (see [`LEGACY_CHECKS_AT_ONCE`]).
+    legacy_checks: Arc<tokio::sync::Semaphore>,
 }
 
 /// How many verified tokens are remembered.
@@ -111,6 +174,16 @@ struct Verified {
     id: String,
     name: String,
     exp: u64,
+    secret_version: i64,
+}
+
+/// A principal authenticated by an icegate token, with the version of the secret the token was
+/// issued under (checked against the principal's current one by the caller).
+#[derive(Debug, Clone)]
+pub struct TokenCaller {
+    pub caller: Caller,
+    /// `None` with authentication off.
+    pub secret_version: Option<i64>,
 }
 
 impl Authenticator {
@@ -143,6 +216,7 @@ impl Authenticator {
             decoding: DecodingKey::from_secret(key.as_bytes()).map_err(invalid)?,
             validation,
             verified: quick_cache::sync::Cache::new(VERIFIED_TOKENS),
+            legacy_checks: Arc::new(tokio::sync::Semaphore::new(LEGACY_CHECKS_AT_ONCE)),
         })
     }
 
@@ -160,29 +234,70 @@ impl Authenticator {
         client_id: &str,
         client_secret: &str,
     ) -> std::result::Result<IssuedToken, TokenError> {
+        let unavailable = || TokenError::InvalidRequest("the catalog cannot issue tokens right now".into());
         let principal = match self.access.principal_by_client_id(client_id).await {
             Ok(Some(principal)) => principal,
             Ok(None) => {
                 tracing::info!(%client_id, "token refused: unknown client id");
-                // Same work as a real check, so timing does not reveal which client ids exist.
-                let _ =
-                    verify_secret(client_secret, "$argon2id$v=19$m=19456,t=2,p=1$c2FsdHNhbHQ$Z7kN4a0m1xqGWn0vQ0tA9Q");
+                // The same (cheap) work as a real check.
+                let _ = check_secret(client_secret, UNKNOWN_CLIENT_HASH);
                 return Err(TokenError::InvalidClient);
             }
             Err(err) => {
                 tracing::error!(error = %err, "token refused: the store failed");
-                return Err(TokenError::InvalidRequest("the catalog cannot issue tokens right now".into()));
+                return Err(unavailable());
             }
         };
-        let valid = principal.secret_hash.as_deref().is_some_and(|hash| verify_secret(client_secret, hash));
+        let Some(hash) = principal.secret_hash.clone() else {
+            tracing::info!(%client_id, "token refused: the principal has no secret");
+            return Err(TokenError::InvalidClient);
+        };
+        let valid = match check_secret(client_secret, &hash) {
+            SecretCheck::Matches => true,
+            SecretCheck::DoesNotMatch => false,
+            SecretCheck::Legacy => self.check_legacy(&principal, client_secret, &hash).await?,
+        };
         if !valid {
             tracing::info!(%client_id, "token refused: wrong client secret");
             return Err(TokenError::InvalidClient);
         }
         self.sign(&principal).map_err(|err| {
             tracing::error!(error = %err, "signing a token failed");
-            TokenError::InvalidRequest("the catalog cannot issue tokens right now".into())
+            unavailable()
         })
+    }
+
+    /// Checks a secret against an Argon2id hash of an earlier version, off the async workers
+    /// and a few at a time (503 past that: these hashes cost 19 MiB and tens of milliseconds
+    /// each), and replaces the hash with the current form once it matches.
+    async fn check_legacy(
+        &self,
+        principal: &PrincipalRecord,
+        secret: &str,
+        hash: &str,
+    ) -> std::result::Result<bool, TokenError> {
+        let Ok(permit) = self.legacy_checks.clone().try_acquire_owned() else {
+            tracing::info!(client_id = ?principal.client_id, "token refused: too many Argon2id checks at once");
+            return Err(TokenError::Busy);
+        };
+        let (checked_secret, checked_hash) = (secret.to_owned(), hash.to_owned());
+        let matches = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            verify_argon2(&checked_secret, &checked_hash)
+        })
+        .await
+        .unwrap_or(false);
+        if matches {
+            match hash_secret(secret) {
+                // Only if the secret was not rotated meanwhile (compare-and-set on the old hash).
+                Ok(rehashed) => match self.access.rehash_principal_secret(&principal.id, hash, &rehashed).await {
+                    Ok(_) => tracing::info!(principal = %principal.name, "rehashed an Argon2id client secret"),
+                    Err(err) => tracing::warn!(error = %err, "could not rehash an Argon2id client secret"),
+                },
+                Err(err) => tracing::warn!(error = %err, "could not rehash an Argon2id client secret"),
+            }
+        }
+        Ok(matches)
     }
 
     fn sign(&self, principal: &PrincipalRecord) -> Result<IssuedToken> {
@@ -197,16 +312,18 @@ impl Authenticator {
             nbf: now,
             exp: now + lifetime,
             jti: uuid::Uuid::new_v4().to_string(),
+            sv: principal.secret_version,
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("signing a token: {e}")))?;
         Ok(IssuedToken { access_token: token, expires_in: lifetime })
     }
 
-    /// The caller behind an `Authorization` header. With auth off, everyone is unrestricted.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Result<Caller> {
+    /// The caller behind an `Authorization` header, with the secret version its token was
+    /// issued under. With auth off, everyone is unrestricted.
+    pub fn authenticate(&self, authorization: Option<&str>) -> Result<TokenCaller> {
         if !self.settings.required {
-            return Ok(Caller::Unrestricted);
+            return Ok(TokenCaller { caller: Caller::Unrestricted, secret_version: None });
         }
         let refuse = |reason: &str| {
             tracing::info!(reason, "request not authenticated");
@@ -225,20 +342,26 @@ impl Authenticator {
         if let Some(known) = self.verified.get(&digest) {
             // Expired exactly when jsonwebtoken would say so: `exp` more than `leeway` ago.
             if now_secs() <= known.exp.saturating_add(leeway) {
-                return Ok(Caller::Principal { id: known.id, name: known.name });
+                let caller = Caller::Principal { id: known.id, name: known.name };
+                return Ok(TokenCaller { caller, secret_version: Some(known.secret_version) });
             }
             self.verified.remove(&digest);
         }
         match jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation) {
             Ok(data) => {
-                let Claims { sub, name, exp, .. } = data.claims;
-                self.verified.insert(digest, Verified { id: sub.clone(), name: name.clone(), exp });
-                Ok(Caller::Principal { id: sub, name })
+                let Claims { sub, name, exp, sv, .. } = data.claims;
+                let verified = Verified { id: sub.clone(), name: name.clone(), exp, secret_version: sv };
+                self.verified.insert(digest, verified);
+                Ok(TokenCaller { caller: Caller::Principal { id: sub, name }, secret_version: Some(sv) })
             }
             Err(err) => Err(refuse(&format!("invalid token: {err}"))),
         }
     }
 }
+
+/// A well-formed hash no secret matches, checked for unknown client ids.
+const UNKNOWN_CLIENT_HASH: &str =
+    "$icegate-hmac-sha256$AAAAAAAAAAAAAAAAAAAAAA$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
 /// The name of the principal and role a fresh install's administrator gets.
 pub const ADMIN: &str = "admin";

@@ -24,6 +24,8 @@ struct PrincipalRow {
     name: String,
     client_id: Option<String>,
     secret_hash: Option<String>,
+    secret_version: i64,
+    display_name: Option<String>,
     created_at: i64,
 }
 
@@ -34,6 +36,8 @@ fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
         name: row.name,
         client_id: row.client_id,
         secret_hash: row.secret_hash,
+        secret_version: row.secret_version,
+        display_name: row.display_name,
         created_at_ms: row.created_at,
     })
 }
@@ -223,6 +227,8 @@ impl AccessStore for SqlStore {
             name: name.to_owned(),
             client_id: Some(client_id.to_owned()),
             secret_hash: Some(secret_hash.to_owned()),
+            secret_version: 1,
+            display_name: None,
             created_at_ms: now_ms(),
         };
         let inserted = sqlx::query(
@@ -242,7 +248,7 @@ impl AccessStore for SqlStore {
     }
 
     async fn principal_by_name(&self, name: &str) -> Result<Option<PrincipalRecord>> {
-        let row = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE name = $1")
+        let row = sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals WHERE name = $1")
             .bind(name)
             .fetch_optional(&self.pool)
             .await
@@ -252,7 +258,7 @@ impl AccessStore for SqlStore {
 
     async fn principal_by_client_id(&self, client_id: &str) -> Result<Option<PrincipalRecord>> {
         let row =
-            sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE client_id = $1")
+            sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals WHERE client_id = $1")
                 .bind(client_id)
                 .fetch_optional(&self.pool)
                 .await
@@ -260,17 +266,17 @@ impl AccessStore for SqlStore {
         row.as_ref().map(principal_from).transpose()
     }
 
-    async fn principal_exists(&self, id: &str) -> Result<bool> {
-        let row = sqlx::query("SELECT 1 AS found FROM principals WHERE id = $1")
+    async fn principal_secret_version(&self, id: &str) -> Result<Option<i64>> {
+        let row = sqlx::query("SELECT secret_version FROM principals WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
-        Ok(row.is_some())
+        row.map(|row| row.try_get("secret_version").map_err(db_error)).transpose()
     }
 
     async fn list_principals(&self) -> Result<Vec<PrincipalRecord>> {
-        let rows = sqlx::query("SELECT id, name, client_id, secret_hash, created_at FROM principals ORDER BY name")
+        let rows = sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals ORDER BY name")
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
@@ -287,16 +293,33 @@ impl AccessStore for SqlStore {
     }
 
     async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> Result<PrincipalRecord> {
-        let done = sqlx::query("UPDATE principals SET secret_hash = $1 WHERE name = $2 AND client_id IS NOT NULL")
-            .bind(secret_hash)
-            .bind(name)
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)?;
+        // One statement: the hash and its version change together, so a token is never issued
+        // for the new secret under the old version (or the other way round).
+        let done = sqlx::query(
+            "UPDATE principals SET secret_hash = $1, secret_version = secret_version + 1 \
+             WHERE name = $2 AND client_id IS NOT NULL",
+        )
+        .bind(secret_hash)
+        .bind(name)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
         if done.rows_affected() == 0 {
             return Err(not_found("Principal with client credentials", name));
         }
         self.principal_by_name(name).await?.ok_or_else(|| not_found("Principal", name))
+    }
+
+    async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> Result<bool> {
+        // Compare-and-set on the old hash: a rotation in between wins.
+        let done = sqlx::query("UPDATE principals SET secret_hash = $1 WHERE id = $2 AND secret_hash = $3")
+            .bind(new_hash)
+            .bind(id)
+            .bind(old_hash)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn create_role(&self, name: &str) -> Result<RoleRecord> {
@@ -387,30 +410,40 @@ impl AccessStore for SqlStore {
 
     async fn provision_external_principal(
         &self,
-        issuer: &str,
-        subject: &str,
-        name: &str,
+        (issuer, subject): (&str, &str),
+        (name, display_name): (&str, Option<&str>),
         claimed_roles: &[String],
         admin_roles: &[String],
     ) -> Result<PrincipalRecord> {
-        let select =
-            "SELECT id, name, client_id, secret_hash, created_at FROM principals WHERE issuer = $1 AND subject = $2";
+        let select = "SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals \
+             WHERE issuer = $1 AND subject = $2";
         if let Some(row) =
             sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
         {
-            return self.sync_claims(principal_from(&row)?, claimed_roles, admin_roles).await;
+            let mut principal = principal_from(&row)?;
+            if principal.display_name.as_deref() != display_name {
+                sqlx::query("UPDATE principals SET display_name = $1 WHERE id = $2")
+                    .bind(display_name)
+                    .bind(&principal.id)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(db_error)?;
+                principal.display_name = display_name.map(str::to_owned);
+            }
+            return self.sync_claims(principal, claimed_roles, admin_roles).await;
         }
         for candidate in [name.to_owned(), format!("{name}@{issuer}")] {
             // ON CONFLICT DO NOTHING: a concurrent first request for the same identity, or a
             // name that is taken, inserts nothing; the read below decides.
             sqlx::query(
-                "INSERT INTO principals (id, name, issuer, subject, created_at) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT DO NOTHING",
+                "INSERT INTO principals (id, name, issuer, subject, display_name, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
             )
             .bind(uuid::Uuid::now_v7().to_string())
             .bind(&candidate)
             .bind(issuer)
             .bind(subject)
+            .bind(display_name)
             .bind(now_ms())
             .execute(&self.pool)
             .await

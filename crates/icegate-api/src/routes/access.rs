@@ -16,7 +16,14 @@ use crate::extract::{Context, Json, Path, Query};
 #[serde(rename_all = "kebab-case")]
 pub struct PrincipalResponse {
     pub name: String,
+    /// What an external identity provider calls the principal (its `preferred_username`),
+    /// which its user may be able to change: the name is what grants and memberships use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
     pub client_id: Option<String>,
+    /// 1 for its first client secret, one more at every rotation; tokens issued under an
+    /// earlier one are refused.
+    pub secret_version: i64,
     pub created_at_ms: i64,
 }
 
@@ -162,7 +169,13 @@ pub struct WhoAmIResponse {
 }
 
 fn principal_response(p: icegate_catalog::access::PrincipalRecord) -> PrincipalResponse {
-    PrincipalResponse { name: p.name, client_id: p.client_id, created_at_ms: p.created_at_ms }
+    PrincipalResponse {
+        name: p.name,
+        display_name: p.display_name,
+        client_id: p.client_id,
+        secret_version: p.secret_version,
+        created_at_ms: p.created_at_ms,
+    }
 }
 
 fn credentials(c: Credentials) -> PrincipalCredentials {

@@ -68,6 +68,7 @@ fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
         (status = 200, description = "OAuth2 token response for client credentials", body = OAuthTokenResponse),
         (status = 400, description = "Bad request: an unsupported grant type or missing fields", body = OAuthError),
         (status = 401, description = "Invalid client credentials", body = OAuthError),
+        (status = "5XX", description = "Too many slow secret checks at once (503): retry shortly", body = OAuthError),
     )
 )]
 pub async fn get_token(
@@ -115,5 +116,14 @@ pub async fn get_token(
             oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials")
         }
         Err(TokenError::InvalidRequest(why)) => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &why),
+        Err(TokenError::Busy) => {
+            let mut response = oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                "too many token requests are being checked; retry shortly",
+            );
+            response.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("1"));
+            response
+        }
     }
 }

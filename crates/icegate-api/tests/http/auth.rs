@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::common::{ADMIN_ID, ADMIN_SECRET, TEST_SIGNING_KEY, TestApp, assert_error};
 use crate::secured_http_tests;
 
-async fn token(app: &TestApp, id: &str, secret: &str) -> String {
+pub(crate) async fn token(app: &TestApp, id: &str, secret: &str) -> String {
     let response = app
         .client
         .post(app.url("/v1/oauth/tokens"))
@@ -27,7 +27,13 @@ async fn token(app: &TestApp, id: &str, secret: &str) -> String {
     body["access_token"].as_str().unwrap().to_owned()
 }
 
-async fn call(app: &TestApp, token: &str, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+pub(crate) async fn call(
+    app: &TestApp,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let mut request = app.client.request(method, app.url(path)).bearer_auth(token);
     if let Some(body) = body {
         request = request.json(&body);
@@ -39,7 +45,7 @@ async fn call(app: &TestApp, token: &str, method: Method, path: &str, body: Opti
 }
 
 /// A principal holding one role with the given grants; returns its token.
-async fn principal(app: &TestApp, admin: &str, name: &str, grants: &[(&str, Value)]) -> String {
+pub(crate) async fn principal(app: &TestApp, admin: &str, name: &str, grants: &[(&str, Value)]) -> String {
     let (status, created) =
         call(app, admin, Method::POST, "/management/v1/principals", Some(json!({"name": name}))).await;
     assert_eq!(status, 201, "{created}");

@@ -13,4 +13,5 @@ mod oidc;
 mod reference;
 mod schemas;
 mod tables;
+mod tokens;
 mod views;

@@ -79,6 +79,8 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         audience: "icegate-api".into(),
         subject_claim: "sub".into(),
         roles_claim: Some("groups".into()),
+        claimable_roles: vec!["analysts".into()],
+        claimable_role_prefix: None,
         admin_roles: Vec::new(),
         name: Some("idp".into()),
     };
@@ -109,10 +111,13 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         "NoSuchTableException",
     );
     let (_, me) = call(&app, &alice, Method::GET, "/management/v1/whoami", None).await;
-    // Named by issuer: an external user can never take a name meant for another issuer's user
-    // or for one of icegate's own principals.
-    assert_eq!(me["principal"], "alice@idp");
+    // Named by the issuer's subject, which its user cannot change, and by issuer: an external
+    // user can never take a name meant for another user, another issuer's user or one of
+    // icegate's own principals.
+    assert_eq!(me["principal"], "alice-123@idp");
     assert_eq!(me["roles"], json!(["analysts"]));
+    let (_, listed) = call(&app, &admin, Method::GET, "/management/v1/principals/alice-123@idp", None).await;
+    assert_eq!(listed["display-name"], "alice", "{listed}");
 
     // A group claim naming the `admin` role makes the caller a member, but the role's grants on
     // the server do not apply through a claim unless the issuer's admin_roles lists it.
@@ -123,8 +128,9 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
                "groups": ["admin"], "exp": now() + 600, "iat": now()}),
     );
     let (_, me) = call(&app, &mallory, Method::GET, "/management/v1/whoami", None).await;
-    assert_eq!(me["principal"], "admin@idp", "not the bootstrap admin's name");
+    assert_eq!(me["principal"], "mallory-1@idp", "named by subject, not by the username it chose");
     assert_eq!(me["server_privileges"], json!([]), "{me}");
+    assert_eq!(me["roles"], json!([]), "admin is not claimable by this issuer: {me}");
     let (status, _) = call(&app, &mallory, Method::GET, "/management/v1/principals", None).await;
     assert_eq!(status, 403);
     let (status, _) = call(&app, &mallory, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await;
@@ -138,6 +144,54 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
     let (_, me) = call(&trusted, &mallory, Method::GET, "/management/v1/whoami", None).await;
     assert_eq!(me["server_privileges"], json!(["admin"]), "{me}");
     assert_eq!(call(&trusted, &mallory, Method::GET, "/management/v1/principals", None).await.0, 200);
+
+    // A role the operator did not make claimable for this issuer is never joined by a claim,
+    // whatever it holds: a warehouse's admins, say.
+    for (path, body) in [
+        ("/management/v1/roles", json!({"name": "wh-admins"})),
+        (
+            "/management/v1/grants",
+            json!({"role": "wh-admins", "privilege": "admin", "securable": {"type": "warehouse", "warehouse": "default"}}),
+        ),
+    ] {
+        let (status, body) = call(&app, &admin, Method::POST, path, Some(body)).await;
+        assert!(status.is_success(), "{path}: {body}");
+    }
+    let climber = sign(
+        KEY_A,
+        "a",
+        json!({"iss": issuer, "aud": "icegate-api", "sub": "eve-7", "preferred_username": "alice",
+               "groups": ["wh-admins", "analysts"], "exp": now() + 600, "iat": now()}),
+    );
+    let (_, me) = call(&app, &climber, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["roles"], json!(["analysts"]), "{me}");
+    assert_eq!(me["principal"], "eve-7@idp", "a chosen username does not take Alice's name: {me}");
+    let (status, _) =
+        call(&app, &climber, Method::POST, "/v1/{prefix}/namespaces", Some(json!({"namespace": ["climbed"]}))).await;
+    assert!(status == 403 || status == 404, "a warehouse admin role joined through a claim: {status}");
+    let (status, _) = call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces/climbed", None).await;
+    assert_eq!(status, 404);
+    // A prefix makes a family of roles claimable by this issuer, and only by it.
+    let prefixed = TestApp::spawn_secured_with_oidc(
+        backend,
+        vec![OidcIssuerConfig { claimable_roles: vec![], claimable_role_prefix: Some("wh-".into()), ..config.clone() }],
+    )
+    .await;
+    let admin_there = admin_token(&prefixed).await;
+    for (path, body) in
+        [("/management/v1/roles", json!({"name": "wh-readers"})), ("/management/v1/roles", json!({"name": "analysts"}))]
+    {
+        assert!(call(&prefixed, &admin_there, Method::POST, path, Some(body)).await.0.is_success());
+    }
+    let (_, me) = call(&prefixed, &climber, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["roles"], json!([]), "wh-admins does not exist there, analysts is not claimable: {me}");
+    let reader = sign(
+        KEY_A,
+        "a",
+        json!({"iss": issuer, "aud": "icegate-api", "sub": "bob-2", "groups": ["wh-readers"], "exp": now() + 600}),
+    );
+    let (_, me) = call(&prefixed, &reader, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["roles"], json!(["wh-readers"]), "{me}");
 
     // Refused: wrong audience, expired, signed with another key under a known kid, wrong issuer.
     let refused = [
