@@ -8,3 +8,7 @@ ALTER TABLE principals ADD COLUMN secret_version BIGINT NOT NULL DEFAULT 1;
 -- beside its name. Principals of external issuers are named by the issuer's subject, which the
 -- user cannot change; a username often can be, and must not decide who a name is.
 ALTER TABLE principals ADD COLUMN display_name TEXT;
+-- When the token whose claims last set an external principal's claim memberships was issued
+-- (its `iat`, else its `exp`, in seconds): a token issued earlier, seen later (by another
+-- replica, say), does not set them back to what it says.
+ALTER TABLE principals ADD COLUMN claims_issued_at BIGINT;

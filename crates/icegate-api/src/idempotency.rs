@@ -164,32 +164,36 @@ fn without_credentials(body: &str) -> Option<String> {
     if !body.contains("\"storage-credentials\"") && !body.contains("\"config\"") {
         return Some(body.to_owned());
     }
-    let Members(members) = serde_json::from_str(body).ok()?;
-    let mut stored = String::with_capacity(body.len());
-    stored.push('{');
-    for (key, value) in members {
-        let value = match key.as_str() {
-            "storage-credentials" => continue,
-            "config" => {
-                let mut config: serde_json::Map<String, serde_json::Value> = serde_json::from_str(value.get()).ok()?;
-                config.retain(|key, _| !is_credential_key(key));
-                serde_json::to_string(&config).ok()?
-            }
-            _ => value.get().to_owned(),
-        };
-        if stored.len() > 1 {
-            stored.push(',');
+    let Members(mut members) = serde_json::from_str(body).ok()?;
+    members.retain(|(key, _)| key != "storage-credentials");
+    for (key, value) in &mut members {
+        if key == "config" {
+            let mut config: serde_json::Map<String, serde_json::Value> = serde_json::from_str(value.get()).ok()?;
+            config.retain(|key, _| !is_credential_key(key));
+            *value = serde_json::value::RawValue::from_string(serde_json::to_string(&config).ok()?).ok()?;
         }
-        stored.push_str(&serde_json::to_string(&key).ok()?);
-        stored.push(':');
-        stored.push_str(&value);
     }
-    stored.push('}');
-    Some(stored)
+    object_of(&members)
 }
 
 /// A JSON object's members in order, each value as its text.
-struct Members(Vec<(String, Box<serde_json::value::RawValue>)>);
+pub(crate) struct Members(pub(crate) Vec<(String, Box<serde_json::value::RawValue>)>);
+
+/// The object of these members, in order.
+pub(crate) fn object_of(members: &[(String, Box<serde_json::value::RawValue>)]) -> Option<String> {
+    let mut object = String::with_capacity(members.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 2);
+    object.push('{');
+    for (key, value) in members {
+        if object.len() > 1 {
+            object.push(',');
+        }
+        object.push_str(&serde_json::to_string(key).ok()?);
+        object.push(':');
+        object.push_str(value.get());
+    }
+    object.push('}');
+    Some(object)
+}
 
 impl<'de> serde::Deserialize<'de> for Members {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -311,7 +315,18 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
             return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "ServiceFailureException", "").into_response();
         }
     };
-    let Some(stored) = without_credentials(&String::from_utf8_lossy(&bytes)) else {
+    // Answers to requests with a key are sent as text; should one be compressed, it is kept
+    // as the text it holds (or, not readable, not kept at all).
+    let text = match response_parts.headers.get(header::CONTENT_ENCODING) {
+        None => Some(String::from_utf8_lossy(&bytes).into_owned()),
+        Some(encoding) if encoding == "gzip" => {
+            use std::io::Read;
+            let mut text = String::new();
+            flate2::read::MultiGzDecoder::new(&bytes[..]).read_to_string(&mut text).ok().map(|_| text)
+        }
+        Some(_) => None,
+    };
+    let Some(stored) = text.as_deref().and_then(without_credentials) else {
         // Never kept with the credentials it may hold: the change stands, and a retry with
         // this key waits for an answer that is not coming, then gets 503 until the key expires.
         tracing::error!(key = %key.key, "an answer that may hold credentials could not be read; not storing it");

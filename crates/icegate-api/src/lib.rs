@@ -6,6 +6,7 @@
 //! documented and what is advertised cannot drift apart.
 
 pub mod authz;
+pub mod body_memory;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
@@ -85,6 +86,9 @@ pub struct HttpOptions {
     /// `parent`, advertised in `/v1/config` (the spec's default is the unit separator, 0x1F,
     /// which is always accepted too).
     pub namespace_separator: char,
+    /// `server.request_memory_bytes`: memory large request bodies may take while they are
+    /// parsed and handled (see [`body_memory`]; 0: no bound).
+    pub request_memory_bytes: u64,
 }
 
 /// The spec's default namespace separator.
@@ -127,6 +131,12 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(DefaultBodyLimit::disable())
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
         .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
+        // Room for a large body before anything reads it (the idempotency guard does), after
+        // authentication (strangers are refused before their bodies are read at all).
+        .layer(axum::middleware::from_fn_with_state(
+            body_memory::BodyMemory::new(options.request_memory_bytes, options.max_body_bytes, options.request_timeout),
+            body_memory::reserve,
+        ))
         // Authentication before idempotency: a key belongs to the caller that sent it.
         .layer(axum::middleware::from_fn_with_state(state, authz::guard))
         // Shed before authenticating (cheap), inside the metrics so shed requests are counted.

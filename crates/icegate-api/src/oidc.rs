@@ -209,12 +209,15 @@ impl OidcVerifier {
         // providers let users pick, is only shown beside it.
         let username = claims.get("preferred_username").and_then(Value::as_str);
         let name = format!("{subject}@{}", issuer.config.principal_suffix());
+        // When the token was issued: claims of a token issued earlier, seen later, are not
+        // applied over those of a later one.
+        let issued_at = claims.get("iat").or_else(|| claims.get("exp")).and_then(Value::as_i64).unwrap_or_default();
         let principal = self
             .access
             .provision_external_principal(
                 (&issuer.config.issuer, &subject),
                 (&name, username),
-                &roles,
+                (&roles, issued_at),
                 &issuer.config.admin_roles,
             )
             .await?;

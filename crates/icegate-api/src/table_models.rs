@@ -384,8 +384,9 @@ pub struct ReportMetricsRequest {
     pub report_type: String,
     pub table_name: String,
     pub snapshot_id: i64,
+    // Only counted: kept as text, never parsed into values.
     #[schema(value_type = Object)]
-    pub metrics: serde_json::Map<String, serde_json::Value>,
+    pub metrics: Box<RawValue>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]

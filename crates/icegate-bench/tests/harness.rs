@@ -43,6 +43,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         public_url: None,
         max_in_flight: 512,
         namespace_separator: icegate_api::UNIT_SEPARATOR,
+        request_memory_bytes: 128 * 1024 * 1024,
     };
     let app = icegate_api::app(catalog, security, Metrics::new(), &options);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

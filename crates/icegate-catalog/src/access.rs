@@ -324,13 +324,14 @@ pub trait AccessStore: Send + Sync + 'static {
     /// The principal of an external identity (created on first sight, named `name` or, if that is
     /// taken, `name@issuer`; `display_name` kept up to date), with its claim-derived memberships
     /// set to the existing roles among `claimed_roles` (which the caller limited to the roles the
-    /// issuer may confer). Those memberships confer grants on the server only for roles listed
-    /// in `admin_roles`.
+    /// issuer may confer) — unless claims of a token issued after `issued_at` (seconds) set them
+    /// already. Those memberships confer grants on the server only for roles listed in
+    /// `admin_roles`.
     async fn provision_external_principal(
         &self,
         (issuer, subject): (&str, &str),
         (name, display_name): (&str, Option<&str>),
-        claimed_roles: &[String],
+        (claimed_roles, issued_at): (&[String], i64),
         admin_roles: &[String],
     ) -> crate::Result<PrincipalRecord>;
 
@@ -419,7 +420,9 @@ impl Authorizer {
     pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
         let current = match &self.active {
             None => self.access.principal_secret_version(id).await?,
-            Some(active) => match active.get(id, |_| true) {
+            // A token newer than the version remembered: the secret was rotated (perhaps
+            // through another replica) since; read it again rather than refuse the new token.
+            Some(active) => match active.get(id, |version| token_version.is_none_or(|token| token <= *version)) {
                 Some(version) => Some(version),
                 None => {
                     let (generation, read_at) = (active.generation(), std::time::Instant::now());

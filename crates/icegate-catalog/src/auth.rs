@@ -164,7 +164,25 @@ pub struct Authenticator {
     verified: quick_cache::sync::Cache<[u8; 32], Verified>,
     /// Room for Argon2id checks (see [`LEGACY_CHECKS_AT_ONCE`]).
     legacy_checks: Arc<tokio::sync::Semaphore>,
+    /// Client ids with an Argon2id check running, or whose last one failed within
+    /// [`LEGACY_RETRY_AFTER`]: one client id never holds more than one of the slots.
+    legacy_turns: std::sync::Mutex<std::collections::HashMap<String, LegacyTurn>>,
 }
+
+/// A client id's Argon2id checks (see `Authenticator::legacy_turns`).
+#[derive(Clone, Copy)]
+struct LegacyTurn {
+    running: bool,
+    failed_at: Option<std::time::Instant>,
+}
+
+/// After a failed Argon2id check, the same client id is checked again no sooner than this.
+const LEGACY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Client ids and secrets longer than these are refused unchecked: icegate's are 35 and 43
+/// characters, and hashing what a request sends costs time in proportion.
+const MAX_CLIENT_ID_BYTES: usize = 256;
+const MAX_CLIENT_SECRET_BYTES: usize = 1024;
 
 /// How many verified tokens are remembered.
 const VERIFIED_TOKENS: usize = 10_000;
@@ -203,6 +221,20 @@ impl Authenticator {
         }
         let invalid =
             |e: jsonwebtoken::errors::Error| CatalogError::bad_request(format!("invalid token signing key: {e}"));
+        if let Ok(principals) = access.list_principals().await {
+            let legacy = principals
+                .iter()
+                .filter(|p| p.secret_hash.as_deref().is_some_and(|h| h.starts_with("$argon2")))
+                .count();
+            if legacy > 0 {
+                tracing::warn!(
+                    principals = legacy,
+                    "client secrets hashed with Argon2id by an earlier version: each is rehashed at its next use; \
+                     rotate those not used (POST /management/v1/principals/{{name}}/rotate-secret), since \
+                     their checks are slow and run at most two at a time"
+                );
+            }
+        }
         let mut validation = Validation::new(Algorithm::HS256);
         validation.set_issuer(&[&settings.issuer]);
         validation.set_audience(&[&settings.audience]);
@@ -217,6 +249,7 @@ impl Authenticator {
             validation,
             verified: quick_cache::sync::Cache::new(VERIFIED_TOKENS),
             legacy_checks: Arc::new(tokio::sync::Semaphore::new(LEGACY_CHECKS_AT_ONCE)),
+            legacy_turns: std::sync::Mutex::default(),
         })
     }
 
@@ -235,6 +268,10 @@ impl Authenticator {
         client_secret: &str,
     ) -> std::result::Result<IssuedToken, TokenError> {
         let unavailable = || TokenError::InvalidRequest("the catalog cannot issue tokens right now".into());
+        if client_id.len() > MAX_CLIENT_ID_BYTES || client_secret.len() > MAX_CLIENT_SECRET_BYTES {
+            tracing::info!("token refused: client id or secret too long");
+            return Err(TokenError::InvalidClient);
+        }
         let principal = match self.access.principal_by_client_id(client_id).await {
             Ok(Some(principal)) => principal,
             Ok(None) => {
@@ -276,8 +313,14 @@ impl Authenticator {
         secret: &str,
         hash: &str,
     ) -> std::result::Result<bool, TokenError> {
+        let client_id = principal.client_id.clone().unwrap_or_default();
+        if !self.legacy_turn(&client_id) {
+            tracing::info!(%client_id, "token refused: this client id's Argon2id check is running or just failed");
+            return Err(TokenError::Busy);
+        }
         let Ok(permit) = self.legacy_checks.clone().try_acquire_owned() else {
-            tracing::info!(client_id = ?principal.client_id, "token refused: too many Argon2id checks at once");
+            self.legacy_done(&client_id, false);
+            tracing::info!(%client_id, "token refused: too many Argon2id checks at once");
             return Err(TokenError::Busy);
         };
         let (checked_secret, checked_hash) = (secret.to_owned(), hash.to_owned());
@@ -287,6 +330,7 @@ impl Authenticator {
         })
         .await
         .unwrap_or(false);
+        self.legacy_done(&client_id, !matches);
         if matches {
             match hash_secret(secret) {
                 // Only if the secret was not rotated meanwhile (compare-and-set on the old hash).
@@ -298,6 +342,32 @@ impl Authenticator {
             }
         }
         Ok(matches)
+    }
+
+    /// Takes `client_id`'s turn for an Argon2id check: false while one of its checks runs or
+    /// within [`LEGACY_RETRY_AFTER`] of one that failed (so a flood of guesses at one client id
+    /// costs one check a second, and takes one of the shared slots at most).
+    fn legacy_turn(&self, client_id: &str) -> bool {
+        let mut turns = self.legacy_turns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        turns.retain(|_, turn| turn.running || turn.failed_at.is_some_and(|at| now - at < LEGACY_RETRY_AFTER));
+        if turns.contains_key(client_id) {
+            return false;
+        }
+        turns.insert(client_id.to_owned(), LegacyTurn { running: true, failed_at: None });
+        true
+    }
+
+    fn legacy_done(&self, client_id: &str, failed: bool) {
+        let mut turns = self.legacy_turns.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if failed {
+            turns.insert(
+                client_id.to_owned(),
+                LegacyTurn { running: false, failed_at: Some(std::time::Instant::now()) },
+            );
+        } else {
+            turns.remove(client_id);
+        }
     }
 
     fn sign(&self, principal: &PrincipalRecord) -> Result<IssuedToken> {

@@ -25,6 +25,7 @@
 //! the buffers that made them until it is answered, so a burst of such commits waits for room
 //! rather than grow the process without bound.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +50,10 @@ const HELD_PER_DOCUMENT_BYTE: u64 = 2;
 /// it adds to the new document, its gzip form and buffers.
 const HELD_PER_REQUEST_BYTE: u64 = 4;
 
+/// Schemas a commit or create holds built at once, at worst: its own, and the metadata
+/// builder's rebuild of it (a create renumbers a table's fields by building it again).
+const SCHEMA_BUILDS_HELD: u64 = 2;
+
 /// What the commit budget reserves for a change that builds on documents of `document_bytes`
 /// (`parse_bytes` more for those still to be parsed: their parsed form) with a request of
 /// `request_bytes` whose schemas build `schema_bytes` (see [`crate::schema_cost`]): what the
@@ -58,26 +63,52 @@ pub(crate) fn held_by(document_bytes: usize, parse_bytes: u64, request_bytes: us
         .saturating_mul(HELD_PER_DOCUMENT_BYTE)
         .saturating_add(parse_bytes)
         .saturating_add((request_bytes as u64).saturating_mul(HELD_PER_REQUEST_BYTE))
-        .saturating_add(schema_bytes)
+        .saturating_add(schema_bytes.saturating_mul(SCHEMA_BUILDS_HELD))
 }
 
 /// The memory that commits in flight may hold at once, in KiB (see the module documentation).
 /// Commits past it wait their turn, in order; one larger than the whole budget runs alone.
+///
+/// A large reservation (a quarter of the budget or more) is also one at a time per principal:
+/// it waits behind the principal's own large reservation first, so a principal that sends
+/// costly requests back to back, from any number of connections, holds at most one large
+/// share and everyone else's commits are served between its requests.
 #[derive(Clone)]
 pub(crate) struct CommitBudget {
     kib: Option<(Arc<Semaphore>, u32)>,
+    /// One lane per principal with a large reservation held or waiting.
+    lanes: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// Room in the [`CommitBudget`], given back when dropped.
 pub(crate) struct Reserved {
     _permit: Option<OwnedSemaphorePermit>,
+    _lane: Option<Lane>,
+}
+
+/// A principal's turn for a large reservation.
+struct Lane {
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    who: String,
+    lanes: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut lanes = self.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Nobody else holds or waits for this principal's lane: forget it.
+        if lanes.get(&self.who).is_some_and(|lane| Arc::strong_count(lane) == 1) {
+            lanes.remove(&self.who);
+        }
+    }
 }
 
 impl CommitBudget {
     /// `bytes` of budget; 0 for none (commits never wait).
     pub(crate) fn new(bytes: u64) -> Self {
         let kib = u32::try_from(bytes / 1024).unwrap_or(u32::MAX).min(Semaphore::MAX_PERMITS as u32);
-        Self { kib: (kib > 0).then(|| (Arc::new(Semaphore::new(kib as usize)), kib)) }
+        Self { kib: (kib > 0).then(|| (Arc::new(Semaphore::new(kib as usize)), kib)), lanes: Arc::default() }
     }
 
     /// KiB of room for `held` bytes.
@@ -85,24 +116,47 @@ impl CommitBudget {
         u32::try_from(held / 1024).unwrap_or(u32::MAX).clamp(1, total)
     }
 
-    /// Room for `held` bytes (see [`held_by`]), if there is some now and no commit is waiting
-    /// for it.
-    pub(crate) fn try_reserve(&self, held: u64) -> Option<Reserved> {
-        let Some((permits, total)) = &self.kib else { return Some(Reserved { _permit: None }) };
-        let permit = permits.clone().try_acquire_many_owned(Self::kib(held, *total)).ok()?;
-        Some(Reserved { _permit: Some(permit) })
+    /// The lane of `who`, when `kib` is a large share of `total`.
+    fn lane_of(&self, who: &str, kib: u32, total: u32) -> Option<Arc<tokio::sync::Mutex<()>>> {
+        if kib < total / 4 {
+            return None;
+        }
+        let mut lanes = self.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(lanes.entry(who.to_owned()).or_default().clone())
     }
 
-    /// Waits for room for `held` bytes (see [`held_by`]).
-    pub(crate) async fn reserve(&self, held: u64) -> Result<Reserved> {
-        let Some((permits, total)) = &self.kib else { return Ok(Reserved { _permit: None }) };
+    /// Room for `held` bytes (see [`held_by`]) for the principal `who`, if there is some now and
+    /// no commit is waiting for it.
+    pub(crate) fn try_reserve(&self, who: &str, held: u64) -> Option<Reserved> {
+        let Some((permits, total)) = &self.kib else { return Some(Reserved { _permit: None, _lane: None }) };
         let kib = Self::kib(held, *total);
+        let lane = match self.lane_of(who, kib, *total) {
+            Some(lane) => {
+                let guard = lane.try_lock_owned().ok()?;
+                Some(Lane { guard: Some(guard), who: who.to_owned(), lanes: self.lanes.clone() })
+            }
+            None => None,
+        };
+        let permit = permits.clone().try_acquire_many_owned(kib).ok()?;
+        Some(Reserved { _permit: Some(permit), _lane: lane })
+    }
+
+    /// Waits for room for `held` bytes (see [`held_by`]) for the principal `who`.
+    pub(crate) async fn reserve(&self, who: &str, held: u64) -> Result<Reserved> {
+        let Some((permits, total)) = &self.kib else { return Ok(Reserved { _permit: None, _lane: None }) };
+        let kib = Self::kib(held, *total);
+        let lane = match self.lane_of(who, kib, *total) {
+            Some(lane) => {
+                Some(Lane { guard: Some(lane.lock_owned().await), who: who.to_owned(), lanes: self.lanes.clone() })
+            }
+            None => None,
+        };
         let permit = permits
             .clone()
             .acquire_many_owned(kib)
             .await
             .map_err(|_| CatalogError::Unavailable("the catalog is shutting down; retry".into()))?;
-        Ok(Reserved { _permit: Some(permit) })
+        Ok(Reserved { _permit: Some(permit), _lane: lane })
     }
 
     /// KiB free now (tests).
@@ -330,29 +384,53 @@ mod tests {
     #[tokio::test]
     async fn commits_past_the_budget_wait_for_room() {
         let budget = CommitBudget::new(4 * 1024 * 1024); // 4 MiB: 4096 KiB
-        let first = budget.reserve(held_by(1024 * 1024, 0, 0, 0)).await.unwrap(); // holds 2 MiB
-        let second = budget.reserve(2 * 1024 * 1024).await.unwrap();
+        let first = budget.reserve("a", held_by(1024 * 1024, 0, 0, 0)).await.unwrap(); // holds 2 MiB
+        let second = budget.reserve("b", 2 * 1024 * 1024).await.unwrap();
         assert_eq!(budget.available(), 0);
         let third = tokio::spawn({
             let budget = budget.clone();
-            async move { budget.reserve(10).await.map(|_| ()) }
+            async move { budget.reserve("c", 10).await.map(|_| ()) }
         });
         tokio::task::yield_now().await;
         assert!(!third.is_finished(), "a commit past the budget went ahead");
-        assert!(budget.try_reserve(10).is_none(), "a commit went ahead of one waiting");
+        assert!(budget.try_reserve("d", 10).is_none(), "a commit went ahead of one waiting");
         drop(first);
         tokio::time::timeout(Duration::from_secs(5), third).await.unwrap().unwrap().unwrap();
         drop(second);
         assert_eq!(budget.available(), 4096);
         // Larger than the whole budget: runs alone rather than never.
-        let huge = budget.reserve(held_by(0, 0, 16 * 1024 * 1024, 0)).await.unwrap();
+        let huge = budget.reserve("a", held_by(0, 0, 16 * 1024 * 1024, 0)).await.unwrap();
         assert_eq!(budget.available(), 0);
-        assert!(budget.try_reserve(10).is_none());
+        assert!(budget.try_reserve("b", 10).is_none());
         drop(huge);
         // No budget: never waits.
         let unbounded = CommitBudget::new(0);
-        assert!(unbounded.try_reserve(u64::MAX).is_some());
-        let _a = unbounded.reserve(u64::MAX).await.unwrap();
-        let _b = unbounded.reserve(u64::MAX).await.unwrap();
+        assert!(unbounded.try_reserve("a", u64::MAX).is_some());
+        let _a = unbounded.reserve("a", u64::MAX).await.unwrap();
+        let _b = unbounded.reserve("a", u64::MAX).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_principal_holds_one_large_share_at_a_time_and_others_go_between() {
+        let budget = CommitBudget::new(4 * 1024 * 1024);
+        let large = 2 * 1024 * 1024; // half the budget: a large share
+        let first = budget.reserve("mallory", large).await.unwrap();
+        // Mallory's second large request waits for her first, although there is room.
+        let second = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.reserve("mallory", large).await.map(|_| ()) }
+        });
+        tokio::task::yield_now().await;
+        assert!(!second.is_finished(), "a principal held two large shares at once");
+        assert!(budget.try_reserve("mallory", large).is_none());
+        // Someone else's large request goes ahead meanwhile.
+        let other = budget.try_reserve("alice", large).expect("alice waited behind mallory's queue");
+        drop(other);
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), second).await.unwrap().unwrap().unwrap();
+        // Small shares never take a lane.
+        let _small = budget.reserve("mallory", 1024).await.unwrap();
+        let _small_too = budget.try_reserve("mallory", 1024).unwrap();
+        assert!(budget.lanes.lock().unwrap().is_empty(), "lanes are forgotten once unused");
     }
 }

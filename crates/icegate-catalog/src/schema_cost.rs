@@ -30,11 +30,20 @@ pub struct SchemaLimits {
     /// Bytes of every field's full dotted name (`a.b.c`), summed over every schema of one
     /// document or request.
     pub max_full_name_bytes: u64,
+    /// What building every schema of one document or request may take, by the walk's
+    /// estimate ([`SchemaCost::build_bytes`]).
+    pub max_build_bytes: u64,
 }
 
 impl Default for SchemaLimits {
     fn default() -> Self {
-        Self { max_fields: 100_000, max_depth: 32, max_name_bytes: 1024, max_full_name_bytes: 32 * 1024 * 1024 }
+        Self {
+            max_fields: 100_000,
+            max_depth: 32,
+            max_name_bytes: 1024,
+            max_full_name_bytes: 8 * 1024 * 1024,
+            max_build_bytes: 512 * 1024 * 1024,
+        }
     }
 }
 
@@ -47,14 +56,18 @@ pub struct SchemaCost {
     pub full_name_bytes: u64,
     /// The deepest nesting seen.
     pub depth: u32,
+    /// What the parser that builds them allocates to buffer their text (see
+    /// `Walker::walk_type`).
+    pub copied_bytes: u64,
 }
 
-/// Memory building a schema takes at its peak per field beyond its names (the field, its
-/// entries in the id, name and accessor indexes, and those indexes' growth), and per byte of
-/// full name (the name indexes, lower-cased and short names); `tests/cache_weights.rs` holds
-/// the estimate between one and three times the peak the allocator sees.
-const BYTES_PER_FIELD: u64 = 1400;
-const COPIES_PER_FULL_NAME: u64 = 6;
+/// Memory building a schema takes at its peak, beside buffering its text (`copied_bytes`): per
+/// field (the field, its entries in the id and accessor indexes) and per byte of full name (the
+/// name indexes, lower-cased and short names). `tests/cache_weights.rs` holds the estimate
+/// between one and three times the peak the allocator sees, for flat, wide, deep and padded
+/// schemas.
+const BYTES_PER_FIELD: u64 = 200;
+const COPIES_PER_FULL_NAME: u64 = 5;
 
 impl SchemaCost {
     /// About what building these schemas allocates.
@@ -62,12 +75,14 @@ impl SchemaCost {
         self.fields
             .saturating_mul(BYTES_PER_FIELD)
             .saturating_add(self.full_name_bytes.saturating_mul(COPIES_PER_FULL_NAME))
+            .saturating_add(self.copied_bytes)
     }
 
     fn add(&mut self, other: SchemaCost) {
         self.fields = self.fields.saturating_add(other.fields);
         self.full_name_bytes = self.full_name_bytes.saturating_add(other.full_name_bytes);
         self.depth = self.depth.max(other.depth);
+        self.copied_bytes = self.copied_bytes.saturating_add(other.copied_bytes);
     }
 }
 
@@ -105,30 +120,44 @@ enum Shape {
 }
 
 fn walk(json: &str, limits: &SchemaLimits, shape: Shape) -> Result<SchemaCost, SchemaRefused> {
-    let mut deserializer = serde_json::Deserializer::from_str(json);
     let walker = Walker { limits, total: std::cell::Cell::new(SchemaCost::default()) };
     let result = match shape {
-        Shape::Schema => TypeSeed { walker: &walker, depth: 0, top: true }.deserialize(&mut deserializer).map(|c| {
-            walker.count_schema(c);
-        }),
+        Shape::Schema => walker.schema(json),
         Shape::Document | Shape::Member => {
-            ObjectSeed { walker: &walker, document: matches!(shape, Shape::Document) }.deserialize(&mut deserializer)
+            let mut deserializer = serde_json::Deserializer::from_str(json);
+            ObjectSeed { walker: &walker, document: matches!(shape, Shape::Document) }
+                .deserialize(&mut deserializer)
+                .and_then(|()| deserializer.end())
         }
     };
     match result {
         Ok(()) => {
             let total = walker.total.get();
-            if total.full_name_bytes > limits.max_full_name_bytes {
-                return Err(SchemaRefused(format!(
-                    "the schemas' full field names add up to {} bytes; the limit is {} \
-                     (catalog.schema_limits.max_full_name_bytes)",
-                    total.full_name_bytes, limits.max_full_name_bytes
-                )));
-            }
+            check_total(&total, limits).map_err(SchemaRefused)?;
             Ok(total)
         }
         Err(err) => Err(refusal(err)),
     }
+}
+
+/// The limits on what the schemas of one document or request cost together.
+fn check_total(total: &SchemaCost, limits: &SchemaLimits) -> Result<(), String> {
+    if total.full_name_bytes > limits.max_full_name_bytes {
+        return Err(format!(
+            "the schemas' full field names add up to {} bytes; the limit is {} \
+             (catalog.schema_limits.max_full_name_bytes)",
+            total.full_name_bytes, limits.max_full_name_bytes
+        ));
+    }
+    if total.build_bytes() > limits.max_build_bytes {
+        return Err(format!(
+            "building the schemas would take about {} MiB; the limit is {} MiB \
+             (catalog.schema_limits.max_build_bytes)",
+            total.build_bytes() >> 20,
+            limits.max_build_bytes >> 20
+        ));
+    }
+    Ok(())
 }
 
 /// A limit's message as it is (serde_json appends a position to custom errors).
@@ -151,16 +180,119 @@ fn limit<E: de::Error>(message: String) -> E {
     E::custom(format!("{LIMIT_MARK}{message}"))
 }
 
+/// How many more times a whole schema's text is buffered by the parser that builds it, beside
+/// the buffering of each nested type (`SchemaEnum` is untagged, and its struct is flattened).
+const SCHEMA_COPIES: u64 = 2;
+
+/// What a parser that buffers `json` as a tree of values (serde's `Content`, as untagged enums
+/// and flattened structs do) allocates: a node for every value and member name, and the
+/// strings it must copy (those with escapes; the others are borrowed from the text).
+fn buffered_bytes(json: &str) -> Result<u64, serde_json::Error> {
+    /// A buffered node (serde's `Content` is 32 bytes), a map entry's pair of them, and the
+    /// vectors that hold them.
+    const NODE_BYTES: u64 = 40;
+    struct Count<'c>(&'c std::cell::Cell<(u64, u64)>);
+    impl Count<'_> {
+        fn node(&self, copied: u64) {
+            let (nodes, bytes) = self.0.get();
+            self.0.set((nodes.saturating_add(1), bytes.saturating_add(copied)));
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Count<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+            deserializer.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Count<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<(), E> {
+            self.node(0);
+            Ok(())
+        }
+        fn visit_str<E: de::Error>(self, value: &str) -> Result<(), E> {
+            self.node(value.len() as u64);
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            self.node(0);
+            while seq.next_element_seed(Count(self.0))?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            self.node(0);
+            while map.next_key_seed(Count(self.0))?.is_some() {
+                map.next_value_seed(Count(self.0))?;
+            }
+            Ok(())
+        }
+    }
+    let counted = std::cell::Cell::new((0, 0));
+    Count(&counted).deserialize(&mut serde_json::Deserializer::from_str(json))?;
+    let (nodes, copied) = counted.get();
+    Ok(nodes.saturating_mul(NODE_BYTES).saturating_add(copied))
+}
+
 struct Walker<'a> {
     limits: &'a SchemaLimits,
     total: std::cell::Cell<SchemaCost>,
 }
 
 impl Walker<'_> {
-    fn count_schema(&self, cost: Sub) {
+    /// Walks one schema given as its text, and counts it.
+    fn schema(&self, json: &str) -> Result<(), serde_json::Error> {
+        let mut sub = self.walk_type(json, 0, true)?;
+        sub.copied = sub.copied.saturating_add(buffered_bytes(json)?.saturating_mul(SCHEMA_COPIES));
         let mut total = self.total.get();
-        total.add(SchemaCost { fields: cost.fields, full_name_bytes: cost.names, depth: cost.depth });
+        total.add(SchemaCost {
+            fields: sub.fields,
+            full_name_bytes: sub.names,
+            depth: sub.depth,
+            copied_bytes: sub.copied,
+        });
         self.total.set(total);
+        check_total(&total, self.limits).map_err(limit)
+    }
+
+    /// Walks a type given as its text (a struct, list or map object, or a primitive's name) at
+    /// nesting level `depth`. The `iceberg` crate parses types through an untagged enum, which
+    /// buffers a type's whole text (as a tree of values) and buffers it again at every level
+    /// below: each byte is held once per level above it. So a type's text counts as copied
+    /// once more, whatever it holds (members the crate ignores too).
+    fn walk_type(&self, json: &str, depth: u32, top: bool) -> Result<Sub, serde_json::Error> {
+        if depth > self.limits.max_depth {
+            return Err(limit(format!(
+                "a schema is nested deeper than {} levels (catalog.schema_limits.max_depth)",
+                self.limits.max_depth
+            )));
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(json);
+        let mut sub = TypeSeed { walker: self, depth, top }.deserialize(&mut deserializer)?;
+        sub.copied = sub.copied.saturating_add(buffered_bytes(json)?);
+        Ok(sub)
     }
 
     fn check<E: de::Error>(&self, sub: &Sub) -> Result<(), E> {
@@ -182,12 +314,14 @@ impl Walker<'_> {
 }
 
 /// What a type holds below the field that has it: its fields, the bytes of their full names
-/// relative to that field (without its own name and the dot after it), and its depth.
+/// relative to that field (without its own name and the dot after it), its depth, and the
+/// bytes the parser buffers for its nested types (see [`Walker::walk_type`]).
 #[derive(Debug, Clone, Copy, Default)]
 struct Sub {
     fields: u64,
     names: u64,
     depth: u32,
+    copied: u64,
 }
 
 impl Sub {
@@ -198,6 +332,7 @@ impl Sub {
         let below = name_bytes.saturating_add(1).saturating_mul(inner.fields).saturating_add(inner.names);
         self.names = self.names.saturating_add(name_bytes).saturating_add(below);
         self.depth = self.depth.max(inner.depth.saturating_add(1));
+        self.copied = self.copied.saturating_add(inner.copied);
     }
 }
 
@@ -213,14 +348,14 @@ impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
     type Value = Sub;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Sub, D::Error> {
-        if self.depth > self.walker.limits.max_depth {
-            return Err(limit(format!(
-                "a schema is nested deeper than {} levels (catalog.schema_limits.max_depth)",
-                self.walker.limits.max_depth
-            )));
-        }
         deserializer.deserialize_any(self)
     }
+}
+
+/// The next value of `map` as its text, walked as a type at `depth`.
+fn nested_type<'de, A: MapAccess<'de>>(walker: &Walker<'_>, map: &mut A, depth: u32) -> Result<Sub, A::Error> {
+    let raw: &'de serde_json::value::RawValue = map.next_value()?;
+    walker.walk_type(raw.get(), depth, false).map_err(<A::Error as de::Error>::custom)
 }
 
 impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
@@ -239,16 +374,16 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Sub, A::Error> {
         let mut sub = Sub::default();
+        let below = self.depth + 1;
         while let Some(key) = map.next_key::<Member>()? {
-            let child = TypeSeed { walker: self.walker, depth: self.depth + 1, top: false };
             match key {
                 Member::Fields => {
-                    let fields = map.next_value_seed(FieldsSeed { walker: self.walker, depth: self.depth + 1 })?;
+                    let fields = map.next_value_seed(FieldsSeed { walker: self.walker, depth: below })?;
                     sub = add(sub, fields);
                 }
-                Member::Element => sub.add_field("element".len() as u64, map.next_value_seed(child)?),
-                Member::Key => sub.add_field("key".len() as u64, map.next_value_seed(child)?),
-                Member::Value => sub.add_field("value".len() as u64, map.next_value_seed(child)?),
+                Member::Element => sub.add_field("element".len() as u64, nested_type(self.walker, &mut map, below)?),
+                Member::Key => sub.add_field("key".len() as u64, nested_type(self.walker, &mut map, below)?),
+                Member::Value => sub.add_field("value".len() as u64, nested_type(self.walker, &mut map, below)?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -263,6 +398,7 @@ fn add(mut a: Sub, b: Sub) -> Sub {
     a.fields = a.fields.saturating_add(b.fields);
     a.names = a.names.saturating_add(b.names);
     a.depth = a.depth.max(b.depth);
+    a.copied = a.copied.saturating_add(b.copied);
     a
 }
 
@@ -334,9 +470,7 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
                         )));
                     }
                 }
-                Member::Type => {
-                    inner = map.next_value_seed(TypeSeed { walker: self.walker, depth: self.depth, top: false })?;
-                }
+                Member::Type => inner = add(inner, nested_type(self.walker, &mut map, self.depth)?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -399,12 +533,12 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Member>()? {
-            let schema = || TypeSeed { walker: self.walker, depth: 0, top: true };
             match key {
                 Member::Schema => {
                     // A v1 document's `schema`, or a request's; `null` holds none.
-                    if let Some(cost) = map.next_value_seed(OptionalSeed(schema()))? {
-                        self.walker.count_schema(cost);
+                    let raw: Option<&'de serde_json::value::RawValue> = map.next_value()?;
+                    if let Some(raw) = raw.filter(|raw| raw.get() != "null") {
+                        self.walker.schema(raw.get()).map_err(<A::Error as de::Error>::custom)?;
                     }
                 }
                 Member::Schemas if self.document => {
@@ -481,33 +615,6 @@ impl<'de> serde::Deserialize<'de> for Length {
     }
 }
 
-/// A value that may be `null`.
-struct OptionalSeed<S>(S);
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OptionalSeed<S> {
-    type Value = Option<S::Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_option(self)
-    }
-}
-
-impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OptionalSeed<S> {
-    type Value = Option<S::Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a schema or null")
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(deserializer).map(Some)
-    }
-}
-
 /// A document's `schemas`.
 struct SchemasSeed<'w, 'a> {
     walker: &'w Walker<'a>,
@@ -529,16 +636,8 @@ impl<'de> Visitor<'de> for SchemasSeed<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(cost) = seq.next_element_seed(TypeSeed { walker: self.walker, depth: 0, top: true })? {
-            self.walker.count_schema(cost);
-            let total = self.walker.total.get();
-            if total.full_name_bytes > self.walker.limits.max_full_name_bytes {
-                return Err(limit(format!(
-                    "the schemas' full field names add up to more than {} bytes \
-                     (catalog.schema_limits.max_full_name_bytes)",
-                    self.walker.limits.max_full_name_bytes
-                )));
-            }
+        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+            self.walker.schema(raw.get()).map_err(<A::Error as de::Error>::custom)?;
         }
         Ok(())
     }
@@ -588,9 +687,23 @@ impl<T: serde::de::DeserializeOwned> Pending<T> {
             return Ok(*cost);
         }
         let json = self.json.as_ref().map_or("null", |json| json.get());
-        let walked = if self.what == "schema" { of_schema(json, limits) } else { of_member(json, limits) };
-        let cost = walked.map_err(|refused| crate::CatalogError::bad_request(format!("{}: {refused}", self.what)))?;
+        let refused = |refused: SchemaRefused| crate::CatalogError::bad_request(format!("{}: {refused}", self.what));
+        let cost = if self.what == "schema" {
+            of_schema(json, limits).map_err(refused)?
+        } else {
+            // An update is an internally tagged enum: the parser buffers all of it first.
+            let mut cost = of_member(json, limits).map_err(refused)?;
+            let buffered = buffered_bytes(json).map_err(|e| refused(refusal(e)))?;
+            cost.copied_bytes = cost.copied_bytes.saturating_add(buffered);
+            cost
+        };
         Ok(*self.cost.get_or_init(|| cost))
+    }
+
+    /// The value, built once its cost passed `limits`, taken out (no copy is left behind).
+    pub fn into_built(self, limits: &SchemaLimits) -> crate::Result<T> {
+        self.build(limits)?;
+        Ok(self.built.into_inner().expect("built above"))
     }
 
     /// The value, built once its cost passed `limits`.
@@ -618,122 +731,9 @@ pub fn total_cost<'a, T: serde::de::DeserializeOwned + 'a>(
         bytes = bytes.saturating_add(part.json_bytes());
         cost.add(part.cost(limits)?);
     }
-    if cost.full_name_bytes > limits.max_full_name_bytes {
-        return Err(crate::CatalogError::bad_request(format!(
-            "the request's schemas' full field names add up to {} bytes; the limit is {} \
-             (catalog.schema_limits.max_full_name_bytes)",
-            cost.full_name_bytes, limits.max_full_name_bytes
-        )));
-    }
+    check_total(&cost, limits).map_err(|why| crate::CatalogError::bad_request(format!("the request: {why}")))?;
     Ok((bytes, cost))
 }
 
 #[cfg(test)]
-mod tests {
-    use iceberg::spec::Schema;
-    use serde_json::json;
-
-    use super::*;
-
-    fn field(id: i32, name: &str, r#type: serde_json::Value) -> serde_json::Value {
-        json!({"id": id, "name": name, "required": false, "type": r#type})
-    }
-
-    /// The full names the `iceberg` crate indexes, summed: what the walk predicts.
-    fn built_names(schema: &serde_json::Value) -> (u64, u64) {
-        let built: Schema = serde_json::from_value(schema.clone()).unwrap();
-        let mut fields = 0;
-        let mut bytes = 0;
-        for id in 0..=built.highest_field_id() {
-            if let Some(name) = built.name_by_field_id(id) {
-                fields += 1;
-                bytes += name.len() as u64;
-            }
-        }
-        (fields, bytes)
-    }
-
-    #[test]
-    fn the_walk_counts_what_the_build_indexes() {
-        let schema = json!({
-            "type": "struct", "schema-id": 3,
-            "fields": [
-                field(1, "id", json!("long")),
-                field(2, "point", json!({"type": "struct", "fields": [
-                    field(3, "x", json!("double")),
-                    field(4, "tags", json!({"type": "list", "element-id": 5, "element-required": false,
-                        "element": {"type": "struct", "fields": [field(6, "k", json!("string"))]}})),
-                ]})),
-                field(7, "attributes", json!({"type": "map", "key-id": 8, "key": "string", "value-id": 9,
-                    "value-required": false, "value": {"type": "list", "element-id": 10, "element": "int",
-                    "element-required": true}})),
-            ]
-        });
-        let cost = of_schema(&schema.to_string(), &SchemaLimits::default()).unwrap();
-        let (fields, bytes) = built_names(&schema);
-        assert_eq!((cost.fields, cost.full_name_bytes), (fields, bytes));
-        assert_eq!(cost.fields, 10);
-        // point > tags > element > k
-        assert_eq!(cost.depth, 4);
-    }
-
-    #[test]
-    fn a_long_parent_name_over_many_children_is_refused_before_building() {
-        let children: Vec<_> = (0..2_000).map(|i| field(i + 2, &format!("c{i}"), json!("int"))).collect();
-        let parent = "p".repeat(1000);
-        let schema =
-            json!({"type": "struct", "fields": [field(1, &parent, json!({"type": "struct", "fields": children}))]});
-        let limits = SchemaLimits { max_full_name_bytes: 1_000_000, ..SchemaLimits::default() };
-        let refused = of_schema(&schema.to_string(), &limits).unwrap_err();
-        assert!(refused.0.contains("max_full_name_bytes"), "{refused}");
-        // Within the limit, the prediction is exact.
-        let cost = of_schema(&schema.to_string(), &SchemaLimits::default()).unwrap();
-        assert_eq!((cost.fields, cost.full_name_bytes), built_names(&schema));
-    }
-
-    #[test]
-    fn names_depth_and_field_counts_are_bounded() {
-        let limits = SchemaLimits { max_fields: 10, max_depth: 3, max_name_bytes: 8, max_full_name_bytes: 1 << 20 };
-        let long_name = json!({"type": "struct", "fields": [field(1, "abcdefghi", json!("int"))]});
-        assert!(of_schema(&long_name.to_string(), &limits).unwrap_err().0.contains("max_name_bytes"));
-        let many: Vec<_> = (0..11).map(|i| field(i + 1, &format!("f{i}"), json!("int"))).collect();
-        let wide = json!({"type": "struct", "fields": many});
-        assert!(of_schema(&wide.to_string(), &limits).unwrap_err().0.contains("max_fields"));
-        let mut deep = json!("int");
-        for i in 0..4 {
-            deep = json!({"type": "list", "element-id": 100 + i, "element-required": true, "element": deep});
-        }
-        let deep = json!({"type": "struct", "fields": [field(1, "d", deep)]});
-        assert!(of_schema(&deep.to_string(), &limits).unwrap_err().0.contains("max_depth"));
-    }
-
-    #[test]
-    fn nesting_past_the_json_parsers_limit_is_refused_as_too_deep() {
-        let mut deep = json!("int").to_string();
-        for i in 0..200 {
-            deep = format!(r#"{{"type":"list","element-id":{i},"element-required":true,"element":{deep}}}"#);
-        }
-        let schema = format!(r#"{{"type":"struct","fields":[{{"id":1,"name":"d","required":false,"type":{deep}}}]}}"#);
-        let refused = of_schema(&schema, &SchemaLimits::default()).unwrap_err();
-        assert!(refused.0.contains("max_depth"), "{refused}");
-    }
-
-    #[test]
-    fn documents_count_every_schema_and_members_their_schema() {
-        let one = json!({"type": "struct", "schema-id": 0, "fields": [field(1, "a", json!("int"))]});
-        let two = json!({"type": "struct", "schema-id": 1, "fields": [field(1, "a", json!("int")), field(2, "bb", json!("int"))]});
-        let document =
-            json!({"format-version": 2, "schemas": [one, two], "snapshots": [{"summary": {"operation": "append"}}]});
-        let cost = of_document(&document.to_string(), &SchemaLimits::default()).unwrap();
-        assert_eq!((cost.fields, cost.full_name_bytes), (3, 4));
-        let v1 = json!({"format-version": 1, "schema": one});
-        assert_eq!(of_document(&v1.to_string(), &SchemaLimits::default()).unwrap().fields, 1);
-        let update = json!({"action": "add-schema", "schema": two, "last-column-id": 2});
-        assert_eq!(of_member(&update.to_string(), &SchemaLimits::default()).unwrap().fields, 2);
-        let other = json!({"action": "set-properties", "updates": {"schema": "not one"}});
-        assert_eq!(of_member(&other.to_string(), &SchemaLimits::default()).unwrap(), SchemaCost::default());
-        // Many schemas within each one's limits still add up against the document's.
-        let limits = SchemaLimits { max_full_name_bytes: 3, ..SchemaLimits::default() };
-        assert!(of_document(&document.to_string(), &limits).unwrap_err().0.contains("max_full_name_bytes"));
-    }
-}
+mod tests;

@@ -67,6 +67,9 @@ pub struct Catalog {
     max_metadata_bytes: u64,
     /// What a schema may cost before it is built (`catalog.schema_limits`).
     schema_limits: crate::schema_cost::SchemaLimits,
+    /// Requirements and updates one table or view change may carry
+    /// (`catalog.max_updates_per_commit`).
+    max_updates: usize,
     /// Endpoints a warehouse admin may use in a storage profile (`storage.allowed_endpoints`).
     allowed_endpoints: Arc<Vec<AllowedEndpoint>>,
     /// `server.public_url`: the catalog's URL as clients reach it (refresh endpoints).
@@ -75,8 +78,20 @@ pub struct Catalog {
     namespace_separator: char,
 }
 
+/// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
+fn budget_key(ctx: &RequestContext) -> &str {
+    match ctx.caller() {
+        Caller::Principal { id, .. } => id,
+        Caller::Unrestricted => "",
+    }
+}
+
 /// The spec's namespace separator in paths (`%1F`), always accepted.
 pub const UNIT_SEPARATOR: char = '\u{1f}';
+
+/// The default of `catalog.max_updates_per_commit`: far more than any client sends in one
+/// commit (an append is three), few enough that applying them stays well under a second.
+pub const DEFAULT_MAX_UPDATES: usize = 10_000;
 
 /// The default of `catalog.max_metadata_bytes`.
 pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
@@ -109,6 +124,7 @@ impl Catalog {
             commit_budget: crate::commit::CommitBudget::new(DEFAULT_COMMIT_MEMORY_BYTES),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             schema_limits: crate::schema_cost::SchemaLimits::default(),
+            max_updates: DEFAULT_MAX_UPDATES,
             allowed_endpoints: Arc::default(),
             public_url: None,
             namespace_separator: UNIT_SEPARATOR,
@@ -162,6 +178,25 @@ impl Catalog {
         self.max_metadata_bytes
     }
 
+    /// Bounds the requirements and the updates of one table's or view's change: applying an
+    /// update looks at every update before it (the `iceberg` crate's builder), so a change's
+    /// cost grows with the square of their number.
+    pub fn with_max_updates(mut self, max: usize) -> Self {
+        self.max_updates = max;
+        self
+    }
+
+    pub(crate) fn check_update_count(&self, requirements: usize, updates: usize) -> Result<()> {
+        if requirements > self.max_updates || updates > self.max_updates {
+            return Err(CatalogError::bad_request(format!(
+                "a change may carry at most {} requirements and {} updates \
+                 (catalog.max_updates_per_commit); this one has {requirements} and {updates}",
+                self.max_updates, self.max_updates
+            )));
+        }
+        Ok(())
+    }
+
     /// Bounds what any schema the catalog builds may cost (see [`crate::schema_cost`]).
     pub fn with_schema_limits(mut self, limits: crate::schema_cost::SchemaLimits) -> Self {
         self.schema_limits = limits;
@@ -205,8 +240,16 @@ impl Catalog {
         self
     }
 
-    pub(crate) fn commit_budget(&self) -> &crate::commit::CommitBudget {
-        &self.commit_budget
+    /// Waits for room for `held` bytes in the commit budget, for the caller of `ctx` (see
+    /// [`crate::commit::CommitBudget`]).
+    pub(crate) async fn reserve_room(&self, ctx: &RequestContext, held: u64) -> Result<crate::commit::Reserved> {
+        self.commit_budget.reserve(budget_key(ctx), held).await
+    }
+
+    /// Room for `held` bytes in the commit budget if there is some now (see
+    /// [`Self::reserve_room`]).
+    pub(crate) fn try_reserve_room(&self, ctx: &RequestContext, held: u64) -> Option<crate::commit::Reserved> {
+        self.commit_budget.try_reserve(budget_key(ctx), held)
     }
 
     /// Object storage beyond the local file system: the cipher for stored secrets and the

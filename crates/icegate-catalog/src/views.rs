@@ -119,9 +119,8 @@ impl Catalog {
         let cost = request.schema.cost(limits)?;
         let property_bytes: usize = request.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
         let request_bytes = request.schema.json_bytes() + property_bytes;
-        let _room =
-            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
-        let schema = request.schema.build(limits)?.clone();
+        let _room = self.reserve_room(ctx, crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let schema = request.schema.into_built(limits)?;
         let metadata = ViewMetadataBuilder::new(
             location.clone(),
             schema,
@@ -256,8 +255,7 @@ impl Catalog {
             String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
         let cost = self.document_cost(&format!("metadata file {metadata_location}"), &text)?;
         let _room = self
-            .commit_budget()
-            .reserve(crate::commit::held_by(text.len(), (text.len() as u64) * 2, 0, cost.build_bytes()))
+            .reserve_room(ctx, crate::commit::held_by(text.len(), (text.len() as u64) * 2, 0, cost.build_bytes()))
             .await?;
         let metadata = parse_view(&text, metadata_location)?;
         let location = location_inside(root, metadata.location())?;
@@ -284,6 +282,7 @@ impl Catalog {
         requirements: Vec<ViewRequirement>,
         updates: Vec<Pending<ViewUpdate>>,
     ) -> Result<ViewResult> {
+        self.check_update_count(requirements.len(), updates.len())?;
         let (warehouse, _) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Write).await?;
         let change = ViewChange { view, requirements, updates };
@@ -336,7 +335,7 @@ impl MetadataKind for ViewCommit {
             let (request_bytes, cost) = crate::schema_cost::total_cost(updates, limits)?;
             let parse = (row.metadata.len() as u64).saturating_mul(2).saturating_add(document.build_bytes());
             let held = crate::commit::held_by(row.metadata.len(), parse, request_bytes, cost.build_bytes());
-            let reserved = catalog.commit_budget().reserve(held).await?;
+            let reserved = catalog.reserve_room(ctx, held).await?;
             let base = parse_view(&row.metadata, "in the store")?;
             for requirement in requirements {
                 let ViewRequirement::AssertViewUuid { uuid } = requirement;
@@ -352,6 +351,10 @@ impl MetadataKind for ViewCommit {
             let location = location_inside(warehouse.storage_root.as_str(), metadata.location())?;
             let metadata_json = to_json(&metadata)?;
             catalog.check_size("document", metadata_json.len())?;
+            // As for tables: the view's schemas, a new one among them, must pass the limits.
+            if updates.iter().any(|update| matches!(update.build(limits), Ok(ViewUpdate::AddSchema { .. }))) {
+                catalog.document_cost("the view's new metadata", &metadata_json)?;
+            }
             let metadata_location = view_file_location(&metadata, Some(&row.metadata_location));
             let moved = location != row.location;
             staged.push(Staged {

@@ -77,8 +77,9 @@ fn document(snapshots: usize, columns: usize) -> String {
 }
 
 /// A schema of `columns` columns under `parents` structs named with `parent_name` bytes each
-/// (nested `depth` deep), plus a list and a map.
-fn schema(columns: usize, parent_name: usize, depth: usize) -> String {
+/// (nested `depth` deep), plus a list and a map; the innermost struct carries a member the
+/// `iceberg` crate ignores, of `junk` zeros (the parser buffers it at every level all the same).
+fn schema(columns: usize, parent_name: usize, depth: usize, junk: usize) -> String {
     let mut id = 0;
     let mut next = || {
         id += 1;
@@ -88,6 +89,9 @@ fn schema(columns: usize, parent_name: usize, depth: usize) -> String {
         .map(|i| json!({"id": next(), "name": format!("column_number_{i}"), "required": false, "type": "long"}))
         .collect();
     let mut inner = json!({"type": "struct", "fields": leaves});
+    if junk > 0 {
+        inner["x-junk"] = json!(vec![0; junk / 2]);
+    }
     for level in 0..depth {
         let name = format!("{}{level}", "p".repeat(parent_name));
         inner = json!({"type": "struct", "fields": [{"id": next(), "name": name, "required": false, "type": inner}]});
@@ -106,8 +110,16 @@ fn estimates_are_close_to_what_the_allocator_hands_out() {
     // What the commit budget reserves for building a schema covers its peak, without
     // overstating it many times.
     let limits = SchemaLimits::default();
-    for (columns, parent_name, depth) in [(2000, 0, 0), (200, 10, 3), (2000, 1000, 1), (20_000, 8, 2)] {
-        let text = schema(columns, parent_name, depth);
+    let shapes = [
+        (2000, 0, 0, 0),
+        (200, 10, 3, 0),
+        (2000, 1000, 1, 0),
+        (20_000, 8, 2, 0),
+        (10, 8, 30, 200_000),
+        (250, 1000, 31, 0),
+    ];
+    for (columns, parent_name, depth, junk) in shapes {
+        let text = schema(columns, parent_name, depth, junk);
         let estimate = of_schema(&text, &limits).unwrap().build_bytes() as f64;
         let before = LIVE.load(Ordering::Relaxed);
         PEAK.store(before, Ordering::Relaxed);
@@ -117,8 +129,8 @@ fn estimates_are_close_to_what_the_allocator_hands_out() {
         let ratio = estimate / peak;
         assert!(
             (1.0..=3.0).contains(&ratio),
-            "{columns} columns under {depth} parents named {parent_name} bytes: estimated {estimate} bytes, \
-             building peaks at {peak} ({ratio:.2})"
+            "{columns} columns under {depth} parents named {parent_name} bytes, {junk} bytes of unknown members: \
+             estimated {estimate} bytes, building peaks at {peak} ({ratio:.2})"
         );
     }
     the_estimate_of_a_parsed_document_is_close_to_what_parsing_allocates();

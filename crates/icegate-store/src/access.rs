@@ -127,17 +127,33 @@ impl SqlStore {
 }
 
 impl SqlStore {
-    /// Sets the claim memberships of `principal` to the existing roles named in `claimed`. A
+    /// Sets the claim memberships of `principal` to the existing roles named in `claimed`, unless
+    /// claims of a token issued later than `issued_at` set them already. A
     /// membership from a claim confers a role's grants on the server itself only when the role
     /// is one of the issuer's `admin_roles` (source `claim-admin`): otherwise anyone who can put
     /// `admin` in a group claim at the identity provider would be the catalog's administrator.
     async fn sync_claims(
         &self,
         principal: PrincipalRecord,
-        claimed: &[String],
+        (claimed, issued_at): (&[String], i64),
         admin_roles: &[String],
     ) -> Result<PrincipalRecord> {
         let mut tx = self.begin_write().await?;
+        // Claims of a token issued before the ones that last set the memberships do not set
+        // them back (a replica that sees an old token after a newer one was seen elsewhere).
+        let newer = sqlx::query(
+            "UPDATE principals SET claims_issued_at = $1 WHERE id = $2 \
+             AND (claims_issued_at IS NULL OR claims_issued_at <= $1)",
+        )
+        .bind(issued_at)
+        .bind(&principal.id)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        if newer.rows_affected() == 0 {
+            tx.commit().await.map_err(db_error)?;
+            return Ok(principal);
+        }
         sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source IN ('claim', 'claim-admin')")
             .bind(&principal.id)
             .execute(&mut *tx)
@@ -412,7 +428,7 @@ impl AccessStore for SqlStore {
         &self,
         (issuer, subject): (&str, &str),
         (name, display_name): (&str, Option<&str>),
-        claimed_roles: &[String],
+        (claimed_roles, issued_at): (&[String], i64),
         admin_roles: &[String],
     ) -> Result<PrincipalRecord> {
         let select = "SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals \
@@ -430,7 +446,7 @@ impl AccessStore for SqlStore {
                     .map_err(db_error)?;
                 principal.display_name = display_name.map(str::to_owned);
             }
-            return self.sync_claims(principal, claimed_roles, admin_roles).await;
+            return self.sync_claims(principal, (claimed_roles, issued_at), admin_roles).await;
         }
         for candidate in [name.to_owned(), format!("{name}@{issuer}")] {
             // ON CONFLICT DO NOTHING: a concurrent first request for the same identity, or a
@@ -451,7 +467,7 @@ impl AccessStore for SqlStore {
             if let Some(row) =
                 sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
             {
-                return self.sync_claims(principal_from(&row)?, claimed_roles, admin_roles).await;
+                return self.sync_claims(principal_from(&row)?, (claimed_roles, issued_at), admin_roles).await;
             }
         }
         Err(CatalogError::AlreadyExists(format!("no free principal name for {subject} of {issuer}")))

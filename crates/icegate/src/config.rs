@@ -120,6 +120,8 @@ pub struct ServerConfig {
     #[serde(with = "humantime_serde")]
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
+    /// Memory large request bodies may take while parsed and handled (0: no bound).
+    pub request_memory_bytes: u64,
     pub max_header_bytes: usize,
     /// Requests handled at once; more are answered with 503 + Retry-After (0: no bound).
     pub max_in_flight_requests: usize,
@@ -168,6 +170,8 @@ pub struct CatalogConfig {
     pub namespace_separator: String,
     /// What a schema may cost before it is built (`[catalog.schema_limits]`).
     pub schema_limits: SchemaLimitsConfig,
+    /// Requirements and updates one table's or view's change may carry.
+    pub max_updates_per_commit: usize,
 }
 
 /// Bounds on schemas, checked on their JSON before anything is built (see
@@ -183,6 +187,8 @@ pub struct SchemaLimitsConfig {
     pub max_name_bytes: u64,
     /// Bytes of all full (dotted) field names of one document's or request's schemas together.
     pub max_full_name_bytes: u64,
+    /// What building one document's or request's schemas may take, by the walk's estimate.
+    pub max_build_bytes: u64,
 }
 
 impl Default for SchemaLimitsConfig {
@@ -193,6 +199,7 @@ impl Default for SchemaLimitsConfig {
             max_depth: limits.max_depth,
             max_name_bytes: limits.max_name_bytes,
             max_full_name_bytes: limits.max_full_name_bytes,
+            max_build_bytes: limits.max_build_bytes,
         }
     }
 }
@@ -204,6 +211,7 @@ impl SchemaLimitsConfig {
             max_depth: self.max_depth,
             max_name_bytes: self.max_name_bytes,
             max_full_name_bytes: self.max_full_name_bytes,
+            max_build_bytes: self.max_build_bytes,
         }
     }
 }
@@ -244,6 +252,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8181)),
             request_timeout: Duration::from_secs(30),
             max_body_bytes: 16 * 1024 * 1024,
+            request_memory_bytes: 128 * 1024 * 1024,
             max_header_bytes: 64 * 1024,
             max_in_flight_requests: 128,
             shutdown_timeout: Duration::from_secs(30),
@@ -271,6 +280,7 @@ impl Default for CatalogConfig {
             max_metadata_bytes: icegate_catalog::service::DEFAULT_MAX_METADATA_BYTES,
             namespace_separator: "\u{1f}".into(),
             schema_limits: SchemaLimitsConfig::default(),
+            max_updates_per_commit: icegate_catalog::service::DEFAULT_MAX_UPDATES,
         }
     }
 }
@@ -385,6 +395,11 @@ impl Config {
         let mut suffixes = std::collections::HashSet::new();
         for issuer in &self.auth.oidc {
             let suffix = issuer.principal_suffix();
+            // Names are `<subject>@<suffix>`: with an `@` in a suffix, `s@y` of issuer `x` and
+            // `s` of issuer `y@x` would be one name.
+            if suffix.contains('@') || suffix.is_empty() {
+                bail!("invalid configuration: auth.oidc name {suffix:?} must be non-empty and contain no `@`");
+            }
             if !suffixes.insert(suffix.clone()) {
                 bail!(
                     "invalid configuration: two auth.oidc issuers name their principals `<user>@{suffix}`; \
@@ -600,5 +615,25 @@ mod tests {
     fn a_missing_config_file_is_an_error() {
         let err = load(&overrides_with_file("/nonexistent/icegate.toml")).unwrap_err().to_string();
         assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn an_issuer_name_with_an_at_sign_is_refused() {
+        Jail::expect_with(|jail| {
+            jail.create_file(
+                "icegate.toml",
+                r#"
+                [auth]
+                mode = "required"
+                [[auth.oidc]]
+                issuer = "https://login.example.com"
+                audience = "icegate"
+                name = "y@x"
+                "#,
+            )?;
+            let err = load(&overrides_with_file("icegate.toml")).unwrap_err().to_string();
+            assert!(err.contains("contain no `@`"), "{err}");
+            Ok(())
+        });
     }
 }

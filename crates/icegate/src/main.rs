@@ -194,6 +194,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_commit_memory(config.catalog.commit_memory_bytes)
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
         .with_schema_limits(config.catalog.schema_limits.limits())
+        .with_max_updates(config.catalog.max_updates_per_commit)
         .with_allowed_endpoints(
             config
                 .storage
@@ -220,6 +221,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .chars()
                 .next()
                 .unwrap_or(icegate_api::UNIT_SEPARATOR),
+            request_memory_bytes: config.server.request_memory_bytes,
         },
     );
     icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);

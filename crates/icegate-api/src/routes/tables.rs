@@ -74,8 +74,13 @@ fn load_result(
 ) -> Result<Response, ApiError> {
     // The compressed document is made once per metadata file (and form: `snapshots=refs` is
     // another document), never per request.
+    // An answer kept for an idempotent retry is kept as text (as a commit's is).
     let gzip = match &result.metadata_location {
-        Some(location) if result.metadata_json.len() >= GZIP_FROM_BYTES && accepts_gzip(headers) => {
+        Some(location)
+            if result.metadata_json.len() >= GZIP_FROM_BYTES
+                && accepts_gzip(headers)
+                && !headers.contains_key(crate::idempotency::HEADER) =>
+        {
             match &result.gzip {
                 // Made by the commit that wrote the document (and stored so).
                 Some(gzip) => Some(gzip.clone()),
@@ -499,9 +504,12 @@ pub async fn report_metrics(
             )));
         }
     };
+    if !request.metrics.get().starts_with('{') {
+        return Err(ApiError::bad_request("metrics must be an object"));
+    }
     state.catalog.accept_metrics_report(&ctx, &prefix, &namespace, &table).await?;
     state.metrics.record_report(report_type);
-    tracing::debug!(table = %request.table_name, snapshot_id = request.snapshot_id, report_type, metrics = request.metrics.len(), "metrics report");
+    tracing::debug!(table = %request.table_name, snapshot_id = request.snapshot_id, report_type, metrics_bytes = request.metrics.get().len(), "metrics report");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -546,6 +554,10 @@ pub async fn commit_transaction(
 /// A replayed createTable or registerTable answer (an `Idempotency-Key` retry) with storage
 /// access vended again as the caller may have it now (see `Catalog::replayed_table`); `None`
 /// to replay the stored answer as it is (it holds no credentials).
+///
+/// Neither the request nor the stored answer is parsed into values: only the members read here
+/// are, the rest (a schema, a metadata document) stays text, so a replay costs what its text
+/// does, however often its caller sends it.
 pub(crate) async fn revend_replayed(
     state: &AppState,
     ctx: &RequestContext,
@@ -553,26 +565,41 @@ pub(crate) async fn revend_replayed(
     request_body: &[u8],
     stored: &str,
 ) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+        #[serde(default)]
+        overwrite: bool,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(rename = "table-uuid")]
+        table_uuid: String,
+    }
     let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|d| d.into_owned());
     let segments: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
     let ["v1", prefix, "namespaces", namespace, "tables" | "register"] = segments.as_slice() else { return None };
     let (prefix, namespace) = (decode(prefix)?, decode(namespace)?);
-    let request: serde_json::Value = serde_json::from_slice(request_body).ok()?;
-    let name = request["name"].as_str()?.to_owned();
-    let overwrite = request["overwrite"].as_bool().unwrap_or(false);
-    let mut body: serde_json::Value = serde_json::from_str(stored).ok()?;
+    let Named { name, overwrite } = serde_json::from_slice(request_body).ok()?;
+    let crate::idempotency::Members(mut members) = serde_json::from_str(stored).ok()?;
+    let member = |key: &str| members.iter().find(|(k, _)| k == key).map(|(_, v)| v.get());
     // A staged create stored nothing (it changed nothing); a created table has a location.
-    let first_location = body.get("metadata-location")?.as_str()?.to_owned();
-    let uuid = body["metadata"]["table-uuid"].as_str()?.to_owned();
+    let first_location: String = serde_json::from_str(member("metadata-location")?).ok()?;
+    let Metadata { table_uuid } = serde_json::from_str(member("metadata")?).ok()?;
     let request = storage_request((&prefix, &namespace, &name), &parts.headers);
-    let result = state.catalog.replayed_table(ctx, &request, &uuid, &first_location, overwrite).await.ok()??;
+    let result = state.catalog.replayed_table(ctx, &request, &table_uuid, &first_location, overwrite).await.ok()??;
     let storage = state.catalog.storage_access(&result, &request).await.ok()?;
-    let config = body.as_object_mut()?.entry("config").or_insert_with(|| serde_json::json!({}));
+    let mut config: serde_json::Map<String, serde_json::Value> =
+        member("config").map_or(Some(serde_json::Map::new()), |raw| serde_json::from_str(raw).ok())?;
     for (key, value) in storage.config {
-        config[key] = serde_json::Value::String(value);
+        config.insert(key, serde_json::Value::String(value));
     }
+    let raw = |value: String| serde_json::value::RawValue::from_string(value).ok();
+    members.retain(|(key, _)| key != "config" && key != "storage-credentials");
+    members.push(("config".into(), raw(serde_json::to_string(&config).ok()?)?));
     if !storage.credentials.is_empty() {
-        body["storage-credentials"] = serde_json::to_value(credentials_list(storage.credentials)).ok()?;
+        let credentials = serde_json::to_string(&credentials_list(storage.credentials)).ok()?;
+        members.push(("storage-credentials".into(), raw(credentials)?));
     }
-    Some(body.to_string())
+    crate::idempotency::object_of(&members)
 }

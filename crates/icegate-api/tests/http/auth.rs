@@ -579,7 +579,7 @@ async fn unregister_needs_drop_and_read(app: TestApp) {
 
 /// A second replica on the same database, sharing nothing in memory with `app` (its own
 /// authorization and metadata caches), as a second icegate process would.
-async fn replica(app: &TestApp) -> TestApp {
+pub(crate) async fn replica(app: &TestApp) -> TestApp {
     use std::sync::Arc;
     let db = app._db.as_ref().expect("spawned app");
     let store: Arc<dyn icegate_catalog::CatalogStore> = Arc::new(db.store.clone());

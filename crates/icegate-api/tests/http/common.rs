@@ -41,6 +41,7 @@ pub fn default_options() -> HttpOptions {
         public_url: None,
         max_in_flight: 512,
         namespace_separator: icegate_api::UNIT_SEPARATOR,
+        request_memory_bytes: 128 * 1024 * 1024,
     }
 }
 

@@ -45,6 +45,33 @@ async fn a_retried_create_replays_the_first_answer(app: TestApp) {
     );
 }
 
+async fn a_retried_create_of_a_wide_table_replays_for_gzip_clients_too(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    // A document past 8 KiB, which loads answer compressed to gzip clients.
+    let fields: Vec<Value> = (1..=300)
+        .map(|i| json!({"id": i, "name": format!("a_long_column_name_{i}"), "required": false, "type": "long"}))
+        .collect();
+    let body = json!({"name": "wide", "schema": {"type": "struct", "schema-id": 0, "fields": fields}});
+    let k = key();
+    let send_gzip = || {
+        app.client
+            .post(app.url("/v1/{prefix}/namespaces/db/tables"))
+            .header("Idempotency-Key", &k)
+            .header("Accept-Encoding", "gzip")
+            .json(&body)
+            .send()
+    };
+    let first = send_gzip().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert!(first.headers().get("content-encoding").is_none(), "an answer to keep is sent as text");
+    let first: Value = first.json().await.unwrap();
+    let retry = send_gzip().await.unwrap();
+    assert_eq!(retry.status(), 200, "the retry is replayed, not left waiting");
+    assert!(retry.headers().get("idempotency-replayed").is_some());
+    let retry: Value = retry.json().await.unwrap();
+    assert_eq!(retry["metadata-location"], first["metadata-location"]);
+}
+
 async fn a_retried_commit_is_applied_once(app: TestApp) {
     app.create_namespace(&["db"]).await;
     let (status, _) = app
@@ -121,6 +148,7 @@ async fn concurrent_duplicates_apply_once_and_answer_alike(app: TestApp) {
 }
 
 http_tests!(
+    a_retried_create_of_a_wide_table_replays_for_gzip_clients_too,
     config_advertises_the_key_lifetime,
     a_retried_create_replays_the_first_answer,
     a_retried_commit_is_applied_once,

@@ -225,6 +225,21 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         404,
         "NoSuchTableException",
     );
+    // A token issued before that one, seen only now (by this replica or another), does not
+    // bring the group back: claims follow the latest token issued, not the latest seen.
+    let stale = sign(
+        KEY_B,
+        "b",
+        json!({"iss": issuer, "aud": "icegate-api", "sub": "alice-123", "groups": ["analysts"],
+               "exp": now() + 500, "iat": now() - 100}),
+    );
+    let (_, me) = call(&app, &stale, Method::GET, "/management/v1/whoami", None).await;
+    assert_eq!(me["roles"], json!([]), "{me}");
+    assert_error(
+        call(&app, &demoted, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await,
+        404,
+        "NoSuchTableException",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -172,10 +172,84 @@ async fn a_wide_table_creates_commits_and_loads(app: TestApp) {
     assert_eq!(schemas[1]["fields"].as_array().unwrap().len(), 2001);
 }
 
+/// A struct field named with `name_bytes` bytes over `children` columns: full names of about
+/// `name_bytes * children` bytes from a body of a few bytes more than `40 * children`.
+fn long_parent(id: usize, name_bytes: usize, children: usize) -> Value {
+    let fields: Vec<Value> = (0..children).map(|i| field(id + 1 + i, &format!("c{i}"), json!("int"))).collect();
+    field(id, &format!("{id}{}", "p".repeat(name_bytes)), json!({"type": "struct", "fields": fields}))
+}
+
+async fn what_a_parser_would_copy_counts_against_the_limits(app: TestApp) {
+    app.create_namespace(&["db"]).await;
+    let tables = "/v1/{prefix}/namespaces/db/tables";
+    // A chain of 31 structs whose innermost carries a member the crate ignores: a few hundred
+    // KB of zeros, which its parser buffers again at every level (hundreds of MB).
+    let mut inner = json!({"type": "struct", "fields": [field(1, "leaf", json!("int"))], "x-pad": vec![0; 400_000]});
+    for level in 0..31 {
+        inner = json!({"type": "struct", "fields": [field(100 + level, &format!("l{level}"), inner)]});
+    }
+    let schema = json!({"type": "struct", "schema-id": 0, "fields": inner["fields"]});
+    let message =
+        assert_error(app.post(tables, json!({"name": "padded", "schema": schema})).await, 400, "BadRequestException");
+    assert!(message.contains("catalog.schema_limits.max_build_bytes"), "{message}");
+    // Without the padding the same schema is fine.
+    let (status, body) = app.post(tables, json!({"name": "t", "schema": wide(3)})).await;
+    assert_eq!(status, 200, "{body}");
+
+    // Schemas each within the limits add up across a transaction's tables (8 MiB of full names).
+    for name in ["t1", "t2", "t3"] {
+        assert_eq!(app.post(tables, json!({"name": name, "schema": wide(1)})).await.0, 200);
+    }
+    let change = |name: &str| {
+        let schema = json!({"type": "struct", "schema-id": 1, "fields": [field(1, "column_00001", json!("long")), long_parent(2, 1000, 3000)]});
+        json!({"identifier": {"namespace": ["db"], "name": name}, "requirements": [],
+               "updates": [{"action": "add-schema", "schema": schema}]})
+    };
+    let one = json!({"table-changes": [change("t1")]});
+    assert_eq!(app.post("/v1/{prefix}/transactions/commit", one).await.0, 204);
+    let three = json!({"table-changes": [change("t2"), change("t3"), change("t")]});
+    let message = assert_error(app.post("/v1/{prefix}/transactions/commit", three).await, 400, "BadRequestException");
+    assert!(message.contains("max_full_name_bytes"), "{message}");
+
+    // A table's schemas add up across commits: a commit whose document would pass the limit
+    // is refused, and the table stays committable.
+    let add = |id: i32| {
+        // Another schema each time (the crate reuses a schema equal to one the table has).
+        let parent = long_parent(10_000 * id as usize, 1000, 3000);
+        let schema =
+            json!({"type": "struct", "schema-id": id, "fields": [field(1, "column_00001", json!("long")), parent]});
+        json!({"requirements": [], "updates": [{"action": "add-schema", "schema": schema}]})
+    };
+    assert_eq!(app.post(&format!("{tables}/t1"), add(2)).await.0, 200, "6 MB of full names");
+    let message = assert_error(app.post(&format!("{tables}/t1"), add(3)).await, 400, "BadRequestException");
+    assert!(message.contains("new metadata") && message.contains("max_full_name_bytes"), "{message}");
+    let property = json!({"requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
+    assert_eq!(app.post(&format!("{tables}/t1"), property).await.0, 200);
+
+    // A change carries at most catalog.max_updates_per_commit updates (10,000).
+    let updates: Vec<Value> = (0..10_001).map(|_| json!({"action": "remove-properties", "removals": []})).collect();
+    let message = assert_error(
+        app.post(&format!("{tables}/t1"), json!({"requirements": [], "updates": updates})).await,
+        400,
+        "BadRequestException",
+    );
+    assert!(message.contains("catalog.max_updates_per_commit"), "{message}");
+}
+
 /// Bodies large enough for a wide schema.
 async fn spawn(backend: TestBackend) -> TestApp {
-    TestApp::spawn_with_options(backend, icegate_api::HttpOptions { max_body_bytes: 1 << 20, ..default_options() })
+    TestApp::spawn_with_options(backend, icegate_api::HttpOptions { max_body_bytes: 2 << 20, ..default_options() })
         .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_parser_would_copy_counts_against_the_limits_on_sqlite() {
+    what_a_parser_would_copy_counts_against_the_limits(spawn(TestBackend::Sqlite).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_parser_would_copy_counts_against_the_limits_on_postgres() {
+    what_a_parser_would_copy_counts_against_the_limits(spawn(TestBackend::Postgres).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

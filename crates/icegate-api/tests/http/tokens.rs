@@ -64,6 +64,9 @@ async fn secrets_are_stored_as_keyed_hashes_and_argon2_ones_are_rehashed_on_use(
     access(&app).create_principal("old-timer", "old-timer-id", &legacy).await.unwrap();
     assert_eq!(token_request(&app, "old-timer-id", "wrong").await.status(), 401);
     assert_eq!(access(&app).principal_by_name("old-timer").await.unwrap().unwrap().secret_hash.unwrap(), legacy);
+    // A failed Argon2id check is not run again for that client id within a second.
+    assert_eq!(token_request(&app, "old-timer-id", secret).await.status(), 503);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     // The right secret is accepted, and its hash replaced by the current form.
     let issued = token(&app, "old-timer-id", secret).await;
     assert_eq!(call(&app, &issued, Method::GET, "/management/v1/whoami", None).await.0, 200);
@@ -72,6 +75,8 @@ async fn secrets_are_stored_as_keyed_hashes_and_argon2_ones_are_rehashed_on_use(
     assert_eq!(rehashed.secret_version, 1, "the same secret: tokens issued before stay valid");
     assert_eq!(call(&app, &issued, Method::GET, "/management/v1/whoami", None).await.0, 200);
     token(&app, "old-timer-id", secret).await;
+    // Now a keyed hash: a wrong secret is refused at once, and retried at once.
+    assert_eq!(token_request(&app, "old-timer-id", "wrong").await.status(), 401);
     assert_eq!(token_request(&app, "old-timer-id", "wrong").await.status(), 401);
 }
 
@@ -108,7 +113,55 @@ async fn argon2_checks_past_their_bound_are_answered_503_at_once(app: TestApp) {
     token(&app, ADMIN_ID, ADMIN_SECRET).await;
 }
 
+async fn a_flood_at_one_legacy_client_id_leaves_the_others_their_turn(app: TestApp) {
+    let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
+    let hash = |secret: &str| argon2::Argon2::default().hash_password(secret.as_bytes(), &salt).unwrap().to_string();
+    access(&app).create_principal("flooded", "flooded-id", &hash("right")).await.unwrap();
+    access(&app).create_principal("bystander", "bystander-id", &hash("bystander-secret")).await.unwrap();
+    // A flood of guesses at one client id, all at once: it takes one check at a time.
+    let mut flood = tokio::task::JoinSet::new();
+    for _ in 0..48 {
+        let request = app.client.post(app.url("/v1/oauth/tokens")).form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", "flooded-id"),
+            ("client_secret", "wrong"),
+        ]);
+        flood.spawn(async move { request.send().await.unwrap().status() });
+    }
+    // Meanwhile another principal still on an Argon2id hash gets its token.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(token_request(&app, "bystander-id", "bystander-secret").await.status(), 200);
+    let mut answered = Vec::new();
+    while let Some(status) = flood.join_next().await {
+        answered.push(status.unwrap().as_u16());
+    }
+    assert!(answered.iter().all(|s| *s == 401 || *s == 503), "{answered:?}");
+    assert!(answered.iter().filter(|s| **s == 401).count() <= 8, "each guess ran a check: {answered:?}");
+    // Client ids and secrets longer than any icegate makes are refused unchecked.
+    assert_eq!(token_request(&app, "flooded-id", &"s".repeat(32 * 1024)).await.status(), 401);
+    assert_eq!(token_request(&app, &"i".repeat(4096), "x").await.status(), 401);
+}
+
+async fn a_replica_accepts_a_token_issued_after_a_rotation_it_has_not_seen(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    let (_, created) =
+        call(&app, &admin, Method::POST, "/management/v1/principals", Some(json!({"name": "roamer"}))).await;
+    let id = created["client-id"].as_str().unwrap();
+    let other = crate::auth::replica(&app).await;
+    // The replica remembers the principal's secret version 1 (its cache lives 600 s here).
+    let old = token(&app, id, created["client-secret"].as_str().unwrap()).await;
+    assert_eq!(call(&other, &old, Method::GET, "/management/v1/whoami", None).await.0, 200);
+    let (_, rotated) = call(&app, &admin, Method::POST, "/management/v1/principals/roamer/rotate-secret", None).await;
+    // A token for the new secret, issued by either replica, works on the replica at once.
+    let new = token(&other, id, rotated["client-secret"].as_str().unwrap()).await;
+    assert_eq!(call(&other, &new, Method::GET, "/management/v1/whoami", None).await.0, 200);
+    // And having seen it, the replica refuses the old token (before its cache would have ended).
+    assert_eq!(call(&other, &old, Method::GET, "/management/v1/whoami", None).await.0, 401);
+}
+
 secured_http_tests!(
+    a_flood_at_one_legacy_client_id_leaves_the_others_their_turn,
+    a_replica_accepts_a_token_issued_after_a_rotation_it_has_not_seen,
     rotating_a_secret_ends_the_tokens_issued_under_the_old_one,
     secrets_are_stored_as_keyed_hashes_and_argon2_ones_are_rehashed_on_use,
     argon2_checks_past_their_bound_are_answered_503_at_once,

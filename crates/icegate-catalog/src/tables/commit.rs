@@ -29,6 +29,7 @@ impl Catalog {
     /// updateTable: one table's commit. It runs to completion on its own task even if the
     /// request goes away, so no metadata file is left behind half way.
     pub async fn commit_table(&self, ctx: &RequestContext, prefix: &str, change: TableChange) -> Result<TableResult> {
+        self.check_update_count(change.requirements.len(), change.updates.len())?;
         let warehouse = self.warehouse_for_prefix(prefix).await?;
         let mut results = self.run_commit(ctx, warehouse, TableCommit { transaction: false }, vec![change]).await?;
         Ok(results.remove(0))
@@ -47,6 +48,7 @@ impl Catalog {
         }
         let mut seen = std::collections::HashSet::new();
         for change in &changes {
+            self.check_update_count(change.requirements.len(), change.updates.len())?;
             if !seen.insert((change.table.namespace.clone(), change.table.name.clone())) {
                 return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
             }
@@ -108,8 +110,7 @@ impl Catalog {
         // build is taken, and only then are they built.
         let limits = self.schema_limits();
         let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
-        let _room =
-            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let _room = self.reserve_room(ctx, crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
         let updates = change.built_updates(limits)?;
         let mut schema = None;
         let mut spec = None;
@@ -234,6 +235,11 @@ impl Catalog {
         let metadata_location = metadata_file_location(&metadata, Some(&row.metadata_location));
         let written = write_document(&metadata, &built.changes, (&document, &base, layout.as_deref()))?;
         self.check_size("document", written.text.len())?;
+        // A schema added brings the document's schemas closer to their limits: the document
+        // as written must pass them (or the table could no longer be committed to).
+        if built.changes.iter().any(|change| matches!(change, TableUpdate::AddSchema { .. })) {
+            self.document_cost("the table's new metadata", &written.text)?;
+        }
         let delete_expired =
             metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let had = TableLocations::new(std::iter::once(row.location.clone()).chain(old_extra_locations.iter().cloned()));
@@ -424,6 +430,8 @@ impl MetadataKind for TableCommit {
                 Found::Tables(found) => found,
                 Found::Created(result) => return Ok(Staging::Done(vec![*result])),
             };
+            // The request's schemas together (a transaction's over all its tables).
+            crate::schema_cost::total_cost(found.iter().flat_map(|(change, _)| change.updates.iter()), limits)?;
             let mut bytes = 0u64;
             for (change, current) in &found {
                 let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
@@ -437,14 +445,14 @@ impl MetadataKind for TableCommit {
                 let held = crate::commit::held_by(current.document.len(), parse, request_bytes, cost.build_bytes());
                 bytes = bytes.saturating_add(held);
             }
-            match waited.take().or_else(|| catalog.commit_budget().try_reserve(bytes)) {
+            match waited.take().or_else(|| catalog.try_reserve_room(ctx, bytes)) {
                 Some(reserved) => break (found, reserved),
                 None => {
                     // Waiting holds nothing of the tables: their documents may leave the cache
                     // meanwhile, and a queue of commits each keeping one alive would hold what
                     // the budget bounds. Once there is room, they are read again.
                     drop(found);
-                    waited = Some(catalog.commit_budget().reserve(bytes).await?);
+                    waited = Some(catalog.reserve_room(ctx, bytes).await?);
                 }
             }
         };

@@ -48,9 +48,8 @@ impl Catalog {
         let cost = request.schema.cost(limits)?;
         let property_bytes: usize = properties.iter().map(|(k, v)| k.len() + v.len()).sum();
         let request_bytes = request.schema.json_bytes() + property_bytes;
-        let _room =
-            self.commit_budget().reserve(crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
-        let schema = request.schema.build(limits)?.clone();
+        let _room = self.reserve_room(ctx, crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let schema = request.schema.into_built(limits)?;
         // Numbered afresh as the reference numbers a new table (see `fresh_ids`).
         let fresh_ids = super::fresh_ids::reference_ids(&schema);
         let creation = iceberg::TableCreation::builder()

@@ -37,8 +37,7 @@ impl Catalog {
             .map_err(|_| CatalogError::bad_request(format!("metadata file {metadata_location} is not UTF-8 JSON")))?;
         let cost = self.document_cost(&format!("metadata file {metadata_location}"), text)?;
         let _room = self
-            .commit_budget()
-            .reserve(crate::commit::held_by(json.len(), (json.len() as u64) * 2, 0, cost.build_bytes()))
+            .reserve_room(ctx, crate::commit::held_by(json.len(), (json.len() as u64) * 2, 0, cost.build_bytes()))
             .await?;
         let metadata = parse_metadata_file(metadata_location, &json)?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
