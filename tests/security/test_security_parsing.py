@@ -11,9 +11,12 @@ table answered 500 and the idempotency table held the vended credentials of its 
 
 import contextlib
 import json
+import socket
 import sqlite3
 import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +37,7 @@ def peak_rss(server) -> int:
 
 
 @contextlib.contextmanager
-def own_server(workdir):
+def own_server(workdir, extra_env=None):
     """An icegate of its own (auth required, a local warehouse, a namespace `db`), so that its
     peak memory is what the test did to it. Yields (server, admin token); `server.db` is the
     namespace's path."""
@@ -42,6 +45,7 @@ def own_server(workdir):
         "ICEGATE__AUTH__MODE": "required",
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
+        **(extra_env or {}),
     }
     server = Server(workdir, [], env).start()
     try:
@@ -294,3 +298,69 @@ def test_a_deeply_nested_schema_is_refused_and_nothing_is_stored_with_credential
         lab.admin, "POST", tables(lab, ["deep"]), {"name": "ok", "schema": schema}, headers={**DELEGATE, "Idempotency-Key": key}
     )
     assert status == 200 and has_credentials(replayed), replayed
+
+
+def test_slow_bodies_do_not_hold_request_slots(tmp_path):
+    """Anonymous connections that send the start of a body and then nothing hold their request
+    slot no longer than server.request_timeout (they held it for good, the body being read
+    outside the timeout)."""
+    env = {"ICEGATE__SERVER__REQUEST_TIMEOUT": "2s", "ICEGATE__SERVER__MAX_IN_FLIGHT_REQUESTS": "4"}
+    with own_server(tmp_path, env) as (server, admin):
+        stalled = []
+        for _ in range(4):
+            connection = socket.create_connection(("127.0.0.1", server.port))
+            connection.sendall(
+                b"POST /v1/oauth/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                b"Content-Length: 1000\r\n\r\ngrant_type=client_cred"
+            )
+            stalled.append(connection)
+        try:
+            time.sleep(3)
+            status, _ = call(server, admin, "GET", "/v1/config")
+            assert status == 200, f"a request slot is still held by a stalled body: {status}"
+        finally:
+            for connection in stalled:
+                connection.close()
+
+
+def test_a_large_body_to_the_token_endpoint_is_refused_unread(secured):
+    server, _ = secured
+    before = peak_rss(server)
+    connection = socket.create_connection(("127.0.0.1", server.port))
+    try:
+        connection.sendall(
+            b"POST /v1/oauth/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+            b"Content-Length: 16000000\r\n\r\n"
+        )
+        answer = connection.recv(4096).decode(errors="replace")
+    finally:
+        connection.close()
+    assert answer.startswith("HTTP/1.1 413"), answer[:200]
+    assert peak_rss(server) - before < 8 * MIB
+
+
+def test_a_padded_metadata_file_is_refused_before_it_is_parsed(secured):
+    """A registered file of 30 MB whose padding (outside its schemas) the parser buffers whole,
+    twice (1.9 GB from 60 MB before): refused after a walk, four such registrations at once
+    taking turns."""
+    server, admin = secured
+    creator = principal(server, admin, [("create", DB)])
+    status, created = call(server, admin, "POST", f"{server.db}/tables", {"name": "pad_source", "schema": {
+        "type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "x", "required": False, "type": "int"}]}})
+    assert status == 200, created
+    document = dict(created["metadata"])
+    location = document["location"].rsplit("/", 1)[0] + "/padded"
+    document["location"] = location
+    document["table-uuid"] = str(uuid.uuid4())
+    document["x-pad"] = [0] * 15_000_000
+    path = location.removeprefix("file://") + "/metadata/00000-padded.metadata.json"
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(document, separators=(",", ":")))
+    register = {"name": "padded", "metadata-location": f"{location}/metadata/00000-padded.metadata.json"}
+    before = peak_rss(server)
+    statuses = in_parallel([(server, creator, "POST", f"{server.db}/register", register)] * 4)
+    grown = peak_rss(server) - before
+    print(f"padded registrations: peak grew by {grown / MIB:.1f} MiB, answers {statuses}")
+    assert statuses == [400] * 4, statuses
+    # The file's text, read and walked one registration at a time.
+    assert grown < 160 * MIB, f"the server grew by {grown / MIB:.0f} MiB"

@@ -131,8 +131,9 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .layer(DefaultBodyLimit::disable())
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
         .layer(axum::middleware::from_fn_with_state(state.clone(), idempotency::guard))
-        // Room for a large body before anything reads it (the idempotency guard does), after
-        // authentication (strangers are refused before their bodies are read at all).
+        // Every body is read here, within the request timeout, after room for a large one is
+        // taken; then the idempotency guard and the handler read it from memory. After
+        // authentication: strangers are refused before their bodies are read at all.
         .layer(axum::middleware::from_fn_with_state(
             body_memory::BodyMemory::new(options.request_memory_bytes, options.max_body_bytes, options.request_timeout),
             body_memory::reserve,

@@ -210,8 +210,15 @@ impl OidcVerifier {
         let username = claims.get("preferred_username").and_then(Value::as_str);
         let name = format!("{subject}@{}", issuer.config.principal_suffix());
         // When the token was issued: claims of a token issued earlier, seen later, are not
-        // applied over those of a later one.
-        let issued_at = claims.get("iat").or_else(|| claims.get("exp")).and_then(Value::as_i64).unwrap_or_default();
+        // applied over those of a later one. A date may be fractional (RFC 7519); one in the
+        // future (a provider's clock ahead) counts as now, so it cannot hold claims in place;
+        // without one, the token counts as issued when first seen.
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+        let issued_at = claims
+            .get("iat")
+            .and_then(Value::as_f64)
+            .filter(|iat| iat.is_finite() && *iat >= 0.0)
+            .map_or(now, |iat| (iat as i64).min(now));
         let principal = self
             .access
             .provision_external_principal(

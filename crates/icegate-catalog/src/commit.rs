@@ -25,12 +25,8 @@
 //! the buffers that made them until it is answered, so a burst of such commits waits for room
 //! rather than grow the process without bound.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
@@ -66,103 +62,51 @@ pub(crate) fn held_by(document_bytes: usize, parse_bytes: u64, request_bytes: us
         .saturating_add(schema_bytes.saturating_mul(SCHEMA_BUILDS_HELD))
 }
 
-/// The memory that commits in flight may hold at once, in KiB (see the module documentation).
-/// Commits past it wait their turn, in order; one larger than the whole budget runs alone.
-///
-/// A large reservation (a quarter of the budget or more) is also one at a time per principal:
-/// it waits behind the principal's own large reservation first, so a principal that sends
-/// costly requests back to back, from any number of connections, holds at most one large
-/// share and everyone else's commits are served between its requests.
+/// The memory that commits in flight may hold at once (see the module documentation and
+/// [`crate::budget`]): commits past it wait their turn, in order; one larger than the whole
+/// budget runs alone; a large share is one at a time per principal.
 #[derive(Clone)]
-pub(crate) struct CommitBudget {
-    kib: Option<(Arc<Semaphore>, u32)>,
-    /// One lane per principal with a large reservation held or waiting.
-    lanes: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-}
+pub(crate) struct CommitBudget(crate::budget::FairBudget);
 
 /// Room in the [`CommitBudget`], given back when dropped.
-pub(crate) struct Reserved {
-    _permit: Option<OwnedSemaphorePermit>,
-    _lane: Option<Lane>,
-}
+pub(crate) type Reserved = crate::budget::Room;
 
-/// A principal's turn for a large reservation.
-struct Lane {
-    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
-    who: String,
-    lanes: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        drop(self.guard.take());
-        let mut lanes = self.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Nobody else holds or waits for this principal's lane: forget it.
-        if lanes.get(&self.who).is_some_and(|lane| Arc::strong_count(lane) == 1) {
-            lanes.remove(&self.who);
-        }
-    }
+fn shutting_down(_: crate::budget::Closed) -> CatalogError {
+    CatalogError::Unavailable("the catalog is shutting down; retry".into())
 }
 
 impl CommitBudget {
     /// `bytes` of budget; 0 for none (commits never wait).
     pub(crate) fn new(bytes: u64) -> Self {
-        let kib = u32::try_from(bytes / 1024).unwrap_or(u32::MAX).min(Semaphore::MAX_PERMITS as u32);
-        Self { kib: (kib > 0).then(|| (Arc::new(Semaphore::new(kib as usize)), kib)), lanes: Arc::default() }
-    }
-
-    /// KiB of room for `held` bytes.
-    fn kib(held: u64, total: u32) -> u32 {
-        u32::try_from(held / 1024).unwrap_or(u32::MAX).clamp(1, total)
-    }
-
-    /// The lane of `who`, when `kib` is a large share of `total`.
-    fn lane_of(&self, who: &str, kib: u32, total: u32) -> Option<Arc<tokio::sync::Mutex<()>>> {
-        if kib < total / 4 {
-            return None;
-        }
-        let mut lanes = self.lanes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Some(lanes.entry(who.to_owned()).or_default().clone())
+        Self(crate::budget::FairBudget::new(bytes))
     }
 
     /// Room for `held` bytes (see [`held_by`]) for the principal `who`, if there is some now and
     /// no commit is waiting for it.
     pub(crate) fn try_reserve(&self, who: &str, held: u64) -> Option<Reserved> {
-        let Some((permits, total)) = &self.kib else { return Some(Reserved { _permit: None, _lane: None }) };
-        let kib = Self::kib(held, *total);
-        let lane = match self.lane_of(who, kib, *total) {
-            Some(lane) => {
-                let guard = lane.try_lock_owned().ok()?;
-                Some(Lane { guard: Some(guard), who: who.to_owned(), lanes: self.lanes.clone() })
-            }
-            None => None,
-        };
-        let permit = permits.clone().try_acquire_many_owned(kib).ok()?;
-        Some(Reserved { _permit: Some(permit), _lane: lane })
+        self.0.try_reserve(who, held)
     }
 
     /// Waits for room for `held` bytes (see [`held_by`]) for the principal `who`.
     pub(crate) async fn reserve(&self, who: &str, held: u64) -> Result<Reserved> {
-        let Some((permits, total)) = &self.kib else { return Ok(Reserved { _permit: None, _lane: None }) };
-        let kib = Self::kib(held, *total);
-        let lane = match self.lane_of(who, kib, *total) {
-            Some(lane) => {
-                Some(Lane { guard: Some(lane.lock_owned().await), who: who.to_owned(), lanes: self.lanes.clone() })
-            }
-            None => None,
-        };
-        let permit = permits
-            .clone()
-            .acquire_many_owned(kib)
-            .await
-            .map_err(|_| CatalogError::Unavailable("the catalog is shutting down; retry".into()))?;
-        Ok(Reserved { _permit: Some(permit), _lane: lane })
+        self.0.reserve(who, held).await.map_err(shutting_down)
+    }
+
+    /// Waits for the principal `who`'s turn for a large share: held while reading what decides
+    /// how much room to take (a registered file), then [`Self::reserve_in`].
+    pub(crate) async fn lane(&self, who: &str) -> crate::budget::Lane {
+        self.0.lane(who).await
+    }
+
+    /// Waits for room for `held` bytes in a turn already held.
+    pub(crate) async fn reserve_in(&self, lane: crate::budget::Lane, held: u64) -> Result<Reserved> {
+        self.0.reserve_in(lane, held).await.map_err(shutting_down)
     }
 
     /// KiB free now (tests).
     #[cfg(test)]
     fn available(&self) -> usize {
-        self.kib.as_ref().map_or(usize::MAX, |(permits, _)| permits.available_permits())
+        self.0.available_kib()
     }
 }
 
@@ -408,29 +352,5 @@ mod tests {
         assert!(unbounded.try_reserve("a", u64::MAX).is_some());
         let _a = unbounded.reserve("a", u64::MAX).await.unwrap();
         let _b = unbounded.reserve("a", u64::MAX).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_principal_holds_one_large_share_at_a_time_and_others_go_between() {
-        let budget = CommitBudget::new(4 * 1024 * 1024);
-        let large = 2 * 1024 * 1024; // half the budget: a large share
-        let first = budget.reserve("mallory", large).await.unwrap();
-        // Mallory's second large request waits for her first, although there is room.
-        let second = tokio::spawn({
-            let budget = budget.clone();
-            async move { budget.reserve("mallory", large).await.map(|_| ()) }
-        });
-        tokio::task::yield_now().await;
-        assert!(!second.is_finished(), "a principal held two large shares at once");
-        assert!(budget.try_reserve("mallory", large).is_none());
-        // Someone else's large request goes ahead meanwhile.
-        let other = budget.try_reserve("alice", large).expect("alice waited behind mallory's queue");
-        drop(other);
-        drop(first);
-        tokio::time::timeout(Duration::from_secs(5), second).await.unwrap().unwrap().unwrap();
-        // Small shares never take a lane.
-        let _small = budget.reserve("mallory", 1024).await.unwrap();
-        let _small_too = budget.try_reserve("mallory", 1024).unwrap();
-        assert!(budget.lanes.lock().unwrap().is_empty(), "lanes are forgotten once unused");
     }
 }

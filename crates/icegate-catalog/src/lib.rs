@@ -12,6 +12,7 @@
 pub mod access;
 pub mod auth;
 mod authorization;
+pub mod budget;
 pub mod cache;
 mod commit;
 pub mod context;

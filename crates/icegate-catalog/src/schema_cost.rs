@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Bounds on what one schema, or the schemas of one document or request together, may cost
 /// (`catalog.schema_limits`). The defaults are far past what real tables use: wide tables have
@@ -119,17 +119,33 @@ enum Shape {
     Member,
 }
 
+/// How many more times the parser buffers a whole schema's text, beside the buffering of each
+/// nested type (`SchemaEnum` is an untagged enum, and its struct is flattened).
+const SCHEMA_COPIES: u64 = 2;
+/// How many times the parser buffers a whole metadata document (its version is an untagged
+/// enum, and its members are flattened).
+const DOCUMENT_COPIES: u64 = 2;
+/// How many times a request's update is buffered (an internally tagged enum).
+const MEMBER_COPIES: u64 = 1;
+
 fn walk(json: &str, limits: &SchemaLimits, shape: Shape) -> Result<SchemaCost, SchemaRefused> {
     let walker = Walker { limits, total: std::cell::Cell::new(SchemaCost::default()) };
+    let mut deserializer = serde_json::Deserializer::from_str(json);
     let result = match shape {
-        Shape::Schema => walker.schema(json),
+        Shape::Schema => walker.schema(&mut deserializer).map(|_| ()),
         Shape::Document | Shape::Member => {
-            let mut deserializer = serde_json::Deserializer::from_str(json);
-            ObjectSeed { walker: &walker, document: matches!(shape, Shape::Document) }
-                .deserialize(&mut deserializer)
-                .and_then(|()| deserializer.end())
+            let document = matches!(shape, Shape::Document);
+            ObjectSeed { walker: &walker, document }.deserialize(&mut deserializer).map(|buffered| {
+                // A document is buffered whole, and its parsed form holds about its text.
+                let copied = match document {
+                    true => buffered.bytes().saturating_mul(DOCUMENT_COPIES).saturating_add(json.len() as u64),
+                    false => buffered.bytes().saturating_mul(MEMBER_COPIES),
+                };
+                walker.count(SchemaCost { copied_bytes: copied, ..SchemaCost::default() });
+            })
         }
-    };
+    }
+    .and_then(|()| deserializer.end());
     match result {
         Ok(()) => {
             let total = walker.total.get();
@@ -151,8 +167,7 @@ fn check_total(total: &SchemaCost, limits: &SchemaLimits) -> Result<(), String> 
     }
     if total.build_bytes() > limits.max_build_bytes {
         return Err(format!(
-            "building the schemas would take about {} MiB; the limit is {} MiB \
-             (catalog.schema_limits.max_build_bytes)",
+            "building it would take about {} MiB; the limit is {} MiB (catalog.schema_limits.max_build_bytes)",
             total.build_bytes() >> 20,
             limits.max_build_bytes >> 20
         ));
@@ -180,80 +195,96 @@ fn limit<E: de::Error>(message: String) -> E {
     E::custom(format!("{LIMIT_MARK}{message}"))
 }
 
-/// How many more times a whole schema's text is buffered by the parser that builds it, beside
-/// the buffering of each nested type (`SchemaEnum` is untagged, and its struct is flattened).
-const SCHEMA_COPIES: u64 = 2;
-
-/// What a parser that buffers `json` as a tree of values (serde's `Content`, as untagged enums
-/// and flattened structs do) allocates: a node for every value and member name, and the
+/// What a parser that buffers a value as a tree (serde's `Content`, as untagged enums and
+/// flattened structs do) allocates for it: a node for every value and member name, and the
 /// strings it must copy (those with escapes; the others are borrowed from the text).
-fn buffered_bytes(json: &str) -> Result<u64, serde_json::Error> {
-    /// A buffered node (serde's `Content` is 32 bytes), a map entry's pair of them, and the
-    /// vectors that hold them.
-    const NODE_BYTES: u64 = 40;
-    struct Count<'c>(&'c std::cell::Cell<(u64, u64)>);
-    impl Count<'_> {
-        fn node(&self, copied: u64) {
-            let (nodes, bytes) = self.0.get();
-            self.0.set((nodes.saturating_add(1), bytes.saturating_add(copied)));
-        }
+#[derive(Debug, Clone, Copy, Default)]
+struct Buffered {
+    nodes: u64,
+    owned: u64,
+}
+
+/// A buffered node (serde's `Content` is 32 bytes), with its share of the vectors and maps
+/// that hold them.
+const NODE_BYTES: u64 = 40;
+
+impl Buffered {
+    fn node(owned: u64) -> Self {
+        Self { nodes: 1, owned }
     }
-    impl<'de> DeserializeSeed<'de> for Count<'_> {
-        type Value = ();
-        fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-            deserializer.deserialize_any(self)
-        }
+
+    fn add(&mut self, other: Buffered) {
+        self.nodes = self.nodes.saturating_add(other.nodes);
+        self.owned = self.owned.saturating_add(other.owned);
     }
-    impl<'de> Visitor<'de> for Count<'_> {
-        type Value = ();
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("any JSON value")
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<(), E> {
-            self.node(0);
-            Ok(())
-        }
-        fn visit_str<E: de::Error>(self, value: &str) -> Result<(), E> {
-            self.node(value.len() as u64);
-            Ok(())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            self.node(0);
-            while seq.next_element_seed(Count(self.0))?.is_some() {}
-            Ok(())
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            self.node(0);
-            while map.next_key_seed(Count(self.0))?.is_some() {
-                map.next_value_seed(Count(self.0))?;
-            }
-            Ok(())
-        }
+
+    fn bytes(self) -> u64 {
+        self.nodes.saturating_mul(NODE_BYTES).saturating_add(self.owned)
     }
-    let counted = std::cell::Cell::new((0, 0));
-    Count(&counted).deserialize(&mut serde_json::Deserializer::from_str(json))?;
-    let (nodes, copied) = counted.get();
-    Ok(nodes.saturating_mul(NODE_BYTES).saturating_add(copied))
+}
+
+/// Counts what buffering any value takes (a member the walk does not otherwise read).
+struct Count;
+
+impl<'de> DeserializeSeed<'de> for Count {
+    type Value = Buffered;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Buffered, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Count {
+    type Value = Buffered;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Buffered, E> {
+        Ok(Buffered::node(value.len() as u64))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buffered, A::Error> {
+        let mut buffered = Buffered::node(0);
+        while let Some(element) = seq.next_element_seed(Count)? {
+            buffered.add(element);
+        }
+        Ok(buffered)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Buffered, A::Error> {
+        let mut buffered = Buffered::node(0);
+        while let Some(key) = map.next_key_seed(Count)? {
+            buffered.add(key);
+            buffered.add(map.next_value_seed(Count)?);
+        }
+        Ok(buffered)
+    }
 }
 
 struct Walker<'a> {
@@ -262,37 +293,25 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
-    /// Walks one schema given as its text, and counts it.
-    fn schema(&self, json: &str) -> Result<(), serde_json::Error> {
-        let mut sub = self.walk_type(json, 0, true)?;
-        sub.copied = sub.copied.saturating_add(buffered_bytes(json)?.saturating_mul(SCHEMA_COPIES));
+    fn count(&self, cost: SchemaCost) {
         let mut total = self.total.get();
-        total.add(SchemaCost {
+        total.add(cost);
+        self.total.set(total);
+    }
+
+    /// Walks one schema (the value `deserializer` holds) and counts it; what buffering its text
+    /// takes, for the document or request it is in.
+    fn schema<'de, D: Deserializer<'de>>(&self, deserializer: D) -> Result<Buffered, D::Error> {
+        let sub = TypeSeed { walker: self, depth: 0, top: true }.deserialize(deserializer)?;
+        let copied = sub.copied.saturating_add(sub.buffered.bytes().saturating_mul(SCHEMA_COPIES));
+        self.count(SchemaCost {
             fields: sub.fields,
             full_name_bytes: sub.names,
             depth: sub.depth,
-            copied_bytes: sub.copied,
+            copied_bytes: copied,
         });
-        self.total.set(total);
-        check_total(&total, self.limits).map_err(limit)
-    }
-
-    /// Walks a type given as its text (a struct, list or map object, or a primitive's name) at
-    /// nesting level `depth`. The `iceberg` crate parses types through an untagged enum, which
-    /// buffers a type's whole text (as a tree of values) and buffers it again at every level
-    /// below: each byte is held once per level above it. So a type's text counts as copied
-    /// once more, whatever it holds (members the crate ignores too).
-    fn walk_type(&self, json: &str, depth: u32, top: bool) -> Result<Sub, serde_json::Error> {
-        if depth > self.limits.max_depth {
-            return Err(limit(format!(
-                "a schema is nested deeper than {} levels (catalog.schema_limits.max_depth)",
-                self.limits.max_depth
-            )));
-        }
-        let mut deserializer = serde_json::Deserializer::from_str(json);
-        let mut sub = TypeSeed { walker: self, depth, top }.deserialize(&mut deserializer)?;
-        sub.copied = sub.copied.saturating_add(buffered_bytes(json)?);
-        Ok(sub)
+        check_total(&self.total.get(), self.limits).map_err(limit)?;
+        Ok(sub.buffered)
     }
 
     fn check<E: de::Error>(&self, sub: &Sub) -> Result<(), E> {
@@ -309,18 +328,30 @@ impl Walker<'_> {
                 self.limits.max_full_name_bytes
             )));
         }
+        if sub.copied > self.limits.max_build_bytes {
+            return Err(limit(format!(
+                "building a schema would take more than {} MiB (catalog.schema_limits.max_build_bytes)",
+                self.limits.max_build_bytes >> 20
+            )));
+        }
         Ok(())
     }
 }
 
 /// What a type holds below the field that has it: its fields, the bytes of their full names
-/// relative to that field (without its own name and the dot after it), its depth, and the
-/// bytes the parser buffers for its nested types (see [`Walker::walk_type`]).
+/// relative to that field (without its own name and the dot after it), its depth, what
+/// buffering its text takes, and what the parser buffers for it and the types nested in it.
+///
+/// The `iceberg` crate parses types through an untagged enum, which buffers a type's whole
+/// text (as a tree of values) and buffers it again at every level below: each node is held
+/// once per type around it, whatever it is (members the crate ignores too). So a type adds
+/// its whole text's buffering to what was copied for the types within it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Sub {
     fields: u64,
     names: u64,
     depth: u32,
+    buffered: Buffered,
     copied: u64,
 }
 
@@ -332,7 +363,17 @@ impl Sub {
         let below = name_bytes.saturating_add(1).saturating_mul(inner.fields).saturating_add(inner.names);
         self.names = self.names.saturating_add(name_bytes).saturating_add(below);
         self.depth = self.depth.max(inner.depth.saturating_add(1));
+        self.buffered.add(inner.buffered);
         self.copied = self.copied.saturating_add(inner.copied);
+    }
+
+    /// Adds what a struct's `fields` hold.
+    fn add(&mut self, other: Sub) {
+        self.fields = self.fields.saturating_add(other.fields);
+        self.names = self.names.saturating_add(other.names);
+        self.depth = self.depth.max(other.depth);
+        self.buffered.add(other.buffered);
+        self.copied = self.copied.saturating_add(other.copied);
     }
 }
 
@@ -348,14 +389,21 @@ impl<'de> DeserializeSeed<'de> for TypeSeed<'_, '_> {
     type Value = Sub;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Sub, D::Error> {
-        deserializer.deserialize_any(self)
+        if self.depth > self.walker.limits.max_depth {
+            return Err(limit(format!(
+                "a schema is nested deeper than {} levels (catalog.schema_limits.max_depth)",
+                self.walker.limits.max_depth
+            )));
+        }
+        let (walker, top) = (self.walker, self.top);
+        let mut sub = deserializer.deserialize_any(self)?;
+        // This level buffers the type's whole text once more.
+        sub.copied = sub.copied.saturating_add(sub.buffered.bytes());
+        if !top {
+            walker.check(&sub)?;
+        }
+        Ok(sub)
     }
-}
-
-/// The next value of `map` as its text, walked as a type at `depth`.
-fn nested_type<'de, A: MapAccess<'de>>(walker: &Walker<'_>, map: &mut A, depth: u32) -> Result<Sub, A::Error> {
-    let raw: &'de serde_json::value::RawValue = map.next_value()?;
-    walker.walk_type(raw.get(), depth, false).map_err(<A::Error as de::Error>::custom)
 }
 
 impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
@@ -365,28 +413,29 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
         f.write_str("a type: a primitive type's name, or a struct, list or map")
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Sub, E> {
-        if self.top {
-            return Err(E::custom("a schema must be a struct object"));
-        }
-        Ok(Sub::default())
+    fn visit_borrowed_str<E: de::Error>(self, _: &'de str) -> Result<Sub, E> {
+        self.primitive(0)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Sub, E> {
+        self.primitive(value.len() as u64)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Sub, A::Error> {
-        let mut sub = Sub::default();
+        let mut sub = Sub { buffered: Buffered::node(0), ..Sub::default() };
         let below = self.depth + 1;
-        while let Some(key) = map.next_key::<Member>()? {
+        let child = || TypeSeed { walker: self.walker, depth: below, top: false };
+        while let Some((key, owned)) = map.next_key::<Keyed>()?.map(|k| (k.member, k.owned)) {
+            sub.buffered.add(Buffered::node(owned));
             match key {
                 Member::Fields => {
                     let fields = map.next_value_seed(FieldsSeed { walker: self.walker, depth: below })?;
-                    sub = add(sub, fields);
+                    sub.add(fields);
                 }
-                Member::Element => sub.add_field("element".len() as u64, nested_type(self.walker, &mut map, below)?),
-                Member::Key => sub.add_field("key".len() as u64, nested_type(self.walker, &mut map, below)?),
-                Member::Value => sub.add_field("value".len() as u64, nested_type(self.walker, &mut map, below)?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                Member::Element => sub.add_field("element".len() as u64, map.next_value_seed(child())?),
+                Member::Key => sub.add_field("key".len() as u64, map.next_value_seed(child())?),
+                Member::Value => sub.add_field("value".len() as u64, map.next_value_seed(child())?),
+                _ => sub.buffered.add(map.next_value_seed(Count)?),
             }
             self.walker.check(&sub)?;
         }
@@ -394,12 +443,13 @@ impl<'de> Visitor<'de> for TypeSeed<'_, '_> {
     }
 }
 
-fn add(mut a: Sub, b: Sub) -> Sub {
-    a.fields = a.fields.saturating_add(b.fields);
-    a.names = a.names.saturating_add(b.names);
-    a.depth = a.depth.max(b.depth);
-    a.copied = a.copied.saturating_add(b.copied);
-    a
+impl TypeSeed<'_, '_> {
+    fn primitive<E: de::Error>(self, owned: u64) -> Result<Sub, E> {
+        if self.top {
+            return Err(E::custom("a schema must be a struct object"));
+        }
+        Ok(Sub { buffered: Buffered::node(owned), ..Sub::default() })
+    }
 }
 
 /// A struct's `fields`.
@@ -424,44 +474,49 @@ impl<'de> Visitor<'de> for FieldsSeed<'_, '_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Sub, A::Error> {
-        let mut sub = Sub::default();
-        while let Some((name_bytes, inner)) =
+        let mut sub = Sub { buffered: Buffered::node(0), ..Sub::default() };
+        while let Some((name_bytes, inner, own)) =
             seq.next_element_seed(FieldSeed { walker: self.walker, depth: self.depth })?
         {
             sub.add_field(name_bytes, inner);
+            sub.buffered.add(own);
             self.walker.check(&sub)?;
         }
         Ok(sub)
     }
 }
 
-/// One field: its name's length and what its type holds.
+/// One field: its name's length, what its type holds, and what buffering the rest of the
+/// field object takes.
 struct FieldSeed<'w, 'a> {
     walker: &'w Walker<'a>,
     depth: u32,
 }
 
 impl<'de> DeserializeSeed<'de> for FieldSeed<'_, '_> {
-    type Value = (u64, Sub);
+    type Value = (u64, Sub, Buffered);
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(u64, Sub), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
-    type Value = (u64, Sub);
+    type Value = (u64, Sub, Buffered);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a field object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(u64, Sub), A::Error> {
-        let (mut name_bytes, mut inner) = (0, Sub::default());
-        while let Some(key) = map.next_key::<Member>()? {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let (mut name_bytes, mut inner, mut own) = (0, Sub::default(), Buffered::node(0));
+        while let Some((key, owned)) = map.next_key::<Keyed>()?.map(|k| (k.member, k.owned)) {
+            own.add(Buffered::node(owned));
             match key {
                 Member::Name => {
-                    name_bytes = map.next_value::<Length>()?.0;
+                    let name = map.next_value::<Length>()?;
+                    name_bytes = name.bytes;
+                    own.add(Buffered::node(name.owned));
                     if name_bytes > self.walker.limits.max_name_bytes {
                         return Err(limit(format!(
                             "a field name is {name_bytes} bytes; the limit is {} \
@@ -470,86 +525,87 @@ impl<'de> Visitor<'de> for FieldSeed<'_, '_> {
                         )));
                     }
                 }
-                Member::Type => inner = add(inner, nested_type(self.walker, &mut map, self.depth)?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
+                Member::Type => {
+                    inner.add(map.next_value_seed(TypeSeed { walker: self.walker, depth: self.depth, top: false })?);
                 }
+                _ => own.add(map.next_value_seed(Count)?),
             }
         }
-        Ok((name_bytes, inner))
+        Ok((name_bytes, inner, own))
     }
 }
 
-/// A document (`schemas` and `schema`) or an object with a `schema` member.
+/// A document (`schemas` and `schema`) or an object with a `schema` member; what buffering all
+/// of it takes.
 struct ObjectSeed<'w, 'a> {
     walker: &'w Walker<'a>,
     document: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ObjectSeed<'_, '_> {
-    type Value = ();
+    type Value = Buffered;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Buffered, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for ObjectSeed<'_, '_> {
-    type Value = ();
+    type Value = Buffered;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
 
     /// Anything but an object holds no schema (and is for the typed parse to refuse).
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(())
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Buffered, A::Error> {
+        Count.visit_seq(seq)
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-        Ok(())
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Buffered, E> {
+        Count.visit_str(value)
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
     }
 
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
     }
 
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
     }
 
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_unit<E: de::Error>(self) -> Result<Buffered, E> {
+        Ok(Buffered::node(0))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Member>()? {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Buffered, A::Error> {
+        let mut buffered = Buffered::node(0);
+        while let Some((key, owned)) = map.next_key::<Keyed>()?.map(|k| (k.member, k.owned)) {
+            buffered.add(Buffered::node(owned));
             match key {
+                // A v1 document's `schema`, or a request's; `null` holds none.
                 Member::Schema => {
-                    // A v1 document's `schema`, or a request's; `null` holds none.
-                    let raw: Option<&'de serde_json::value::RawValue> = map.next_value()?;
-                    if let Some(raw) = raw.filter(|raw| raw.get() != "null") {
-                        self.walker.schema(raw.get()).map_err(<A::Error as de::Error>::custom)?;
+                    if let Some(schema) = map.next_value_seed(OptionalSchema(self.walker))? {
+                        buffered.add(schema);
+                    } else {
+                        buffered.add(Buffered::node(0));
                     }
                 }
                 Member::Schemas if self.document => {
-                    map.next_value_seed(SchemasSeed { walker: self.walker })?;
+                    buffered.add(map.next_value_seed(SchemasSeed { walker: self.walker })?)
                 }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                _ => buffered.add(map.next_value_seed(Count)?),
             }
         }
-        Ok(())
+        Ok(buffered)
     }
 }
 
@@ -566,18 +622,18 @@ enum Member {
     Other,
 }
 
-impl<'de> serde::Deserialize<'de> for Member {
+/// A member name, and the bytes the parser copies for it (names with escapes).
+struct Keyed {
+    member: Member,
+    owned: u64,
+}
+
+impl<'de> serde::Deserialize<'de> for Keyed {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Member;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-
-            fn visit_str<E: de::Error>(self, key: &str) -> Result<Member, E> {
-                Ok(match key {
+        impl KeyVisitor {
+            fn keyed(key: &str, owned: u64) -> Keyed {
+                let member = match key {
                     "fields" => Member::Fields,
                     "element" => Member::Element,
                     "key" => Member::Key,
@@ -587,31 +643,81 @@ impl<'de> serde::Deserialize<'de> for Member {
                     "schema" => Member::Schema,
                     "schemas" => Member::Schemas,
                     _ => Member::Other,
-                })
+                };
+                Keyed { member, owned }
+            }
+        }
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Keyed;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+
+            fn visit_borrowed_str<E: de::Error>(self, key: &'de str) -> Result<Keyed, E> {
+                Ok(Self::keyed(key, 0))
+            }
+
+            fn visit_str<E: de::Error>(self, key: &str) -> Result<Keyed, E> {
+                Ok(Self::keyed(key, key.len() as u64))
             }
         }
         deserializer.deserialize_str(KeyVisitor)
     }
 }
 
-/// A string's length in bytes (the string itself is not kept).
-struct Length(u64);
+/// A string's length in bytes, and what the parser copies of it (the string is not kept).
+struct Length {
+    bytes: u64,
+    owned: u64,
+}
 
 impl<'de> serde::Deserialize<'de> for Length {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct LengthVisitor;
-        impl Visitor<'_> for LengthVisitor {
+        impl<'de> Visitor<'de> for LengthVisitor {
             type Value = Length;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a string")
             }
 
+            fn visit_borrowed_str<E: de::Error>(self, value: &'de str) -> Result<Length, E> {
+                Ok(Length { bytes: value.len() as u64, owned: 0 })
+            }
+
             fn visit_str<E: de::Error>(self, value: &str) -> Result<Length, E> {
-                Ok(Length(value.len() as u64))
+                Ok(Length { bytes: value.len() as u64, owned: value.len() as u64 })
             }
         }
         deserializer.deserialize_str(LengthVisitor)
+    }
+}
+
+/// A schema, or `null`.
+struct OptionalSchema<'w, 'a>(&'w Walker<'a>);
+
+impl<'de> DeserializeSeed<'de> for OptionalSchema<'_, '_> {
+    type Value = Option<Buffered>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalSchema<'_, '_> {
+    type Value = Option<Buffered>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a schema or null")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.schema(deserializer).map(Some)
     }
 }
 
@@ -621,25 +727,37 @@ struct SchemasSeed<'w, 'a> {
 }
 
 impl<'de> DeserializeSeed<'de> for SchemasSeed<'_, '_> {
-    type Value = ();
+    type Value = Buffered;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Buffered, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
 impl<'de> Visitor<'de> for SchemasSeed<'_, '_> {
-    type Value = ();
+    type Value = Buffered;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list of schemas")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(raw) = seq.next_element::<&'de serde_json::value::RawValue>()? {
-            self.walker.schema(raw.get()).map_err(<A::Error as de::Error>::custom)?;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Buffered, A::Error> {
+        let mut buffered = Buffered::node(0);
+        while let Some(schema) = seq.next_element_seed(SchemaSeed(self.walker))? {
+            buffered.add(schema);
         }
-        Ok(())
+        Ok(buffered)
+    }
+}
+
+/// One schema of a document's `schemas`.
+struct SchemaSeed<'w, 'a>(&'w Walker<'a>);
+
+impl<'de> DeserializeSeed<'de> for SchemaSeed<'_, '_> {
+    type Value = Buffered;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Buffered, D::Error> {
+        self.0.schema(deserializer)
     }
 }
 
@@ -691,11 +809,9 @@ impl<T: serde::de::DeserializeOwned> Pending<T> {
         let cost = if self.what == "schema" {
             of_schema(json, limits).map_err(refused)?
         } else {
-            // An update is an internally tagged enum: the parser buffers all of it first.
-            let mut cost = of_member(json, limits).map_err(refused)?;
-            let buffered = buffered_bytes(json).map_err(|e| refused(refusal(e)))?;
-            cost.copied_bytes = cost.copied_bytes.saturating_add(buffered);
-            cost
+            // An update is an internally tagged enum: the parser buffers all of it first (the
+            // walk counts that, as `MEMBER_COPIES`).
+            of_member(json, limits).map_err(refused)?
         };
         Ok(*self.cost.get_or_init(|| cost))
     }

@@ -207,11 +207,27 @@ impl Catalog {
         &self.schema_limits
     }
 
-    /// What a metadata document's schemas cost, refused past the limits (`what` names the
-    /// document in the message).
+    /// What parsing a metadata document takes (its schemas, and the parser's buffering of all
+    /// of it), refused past the limits (`what` names the document in the message).
     pub(crate) fn document_cost(&self, what: &str, document: &str) -> Result<crate::schema_cost::SchemaCost> {
         crate::schema_cost::of_document(document, &self.schema_limits)
             .map_err(|refused| CatalogError::bad_request(format!("{what}: {refused}")))
+    }
+
+    /// [`Self::document_cost`], off the async workers for a large document (a walk takes about
+    /// what a scan of its text does).
+    pub(crate) async fn document_cost_of(
+        &self,
+        what: &str,
+        document: Arc<str>,
+    ) -> Result<crate::schema_cost::SchemaCost> {
+        if document.len() < 256 * 1024 {
+            return self.document_cost(what, &document);
+        }
+        let (catalog, what_owned) = (self.clone(), what.to_owned());
+        tokio::task::spawn_blocking(move || catalog.document_cost(&what_owned, &document))
+            .await
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("walking a metadata document: {e}")))?
     }
 
     /// Refuses a document over the limit before it is written or stored.
@@ -244,6 +260,21 @@ impl Catalog {
     /// [`crate::commit::CommitBudget`]).
     pub(crate) async fn reserve_room(&self, ctx: &RequestContext, held: u64) -> Result<crate::commit::Reserved> {
         self.commit_budget.reserve(budget_key(ctx), held).await
+    }
+
+    /// The caller's turn for a large share of the commit budget, to hold while reading what
+    /// decides how much room to take (a registered file); then [`Self::reserve_room_in`].
+    pub(crate) async fn room_turn(&self, ctx: &RequestContext) -> crate::budget::Lane {
+        self.commit_budget.lane(budget_key(ctx)).await
+    }
+
+    /// Room for `held` bytes in the commit budget, in a turn already held.
+    pub(crate) async fn reserve_room_in(
+        &self,
+        turn: crate::budget::Lane,
+        held: u64,
+    ) -> Result<crate::commit::Reserved> {
+        self.commit_budget.reserve_in(turn, held).await
     }
 
     /// Room for `held` bytes in the commit budget if there is some now (see

@@ -249,14 +249,14 @@ impl Catalog {
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
         self.check_placement(ctx, &warehouse, &view.namespace, &[metadata_location.to_owned()]).await?;
+        // As for tables: read in the caller's turn, walked, room taken, then parsed.
+        let turn = self.room_turn(ctx).await;
         let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
         let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
-        let text =
-            String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?;
-        let cost = self.document_cost(&format!("metadata file {metadata_location}"), &text)?;
-        let _room = self
-            .reserve_room(ctx, crate::commit::held_by(text.len(), (text.len() as u64) * 2, 0, cost.build_bytes()))
-            .await?;
+        let text: std::sync::Arc<str> =
+            String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?.into();
+        let cost = self.document_cost_of(&format!("metadata file {metadata_location}"), text.clone()).await?;
+        let _room = self.reserve_room_in(turn, crate::commit::held_by(text.len(), cost.build_bytes(), 0, 0)).await?;
         let metadata = parse_view(&text, metadata_location)?;
         let location = location_inside(root, metadata.location())?;
         self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
@@ -331,9 +331,10 @@ impl MetadataKind for ViewCommit {
             // Authorized: the stored document and the updates are walked against the limits,
             // and room for what the commit builds is taken (as for tables), before building.
             let limits = catalog.schema_limits();
-            let document = catalog.document_cost("the view's stored metadata", &row.metadata)?;
+            let stored: std::sync::Arc<str> = row.metadata.as_str().into();
+            let document = catalog.document_cost_of("the view's stored metadata", stored).await?;
             let (request_bytes, cost) = crate::schema_cost::total_cost(updates, limits)?;
-            let parse = (row.metadata.len() as u64).saturating_mul(2).saturating_add(document.build_bytes());
+            let parse = (row.metadata.len() as u64).saturating_add(document.build_bytes());
             let held = crate::commit::held_by(row.metadata.len(), parse, request_bytes, cost.build_bytes());
             let reserved = catalog.reserve_room(ctx, held).await?;
             let base = parse_view(&row.metadata, "in the store")?;

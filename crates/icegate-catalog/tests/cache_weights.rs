@@ -1,14 +1,14 @@
 //! Memory estimates against the bytes the allocator hands out: the metadata cache's estimate of
-//! what a parsed document holds (`parsed_weight`), and the schema walk's estimate of what
-//! building a schema takes at its peak (`SchemaCost::build_bytes`, which the commit budget
-//! reserves). One test in this binary, so no other test allocates while it counts.
+//! what a parsed document holds (`parsed_weight`), and the walk's estimates of what building a
+//! schema and parsing a document take at their peak (`SchemaCost::build_bytes`, which the
+//! commit budget reserves). One test in this binary, so no other test allocates while it counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use iceberg::spec::{Schema, TableMetadata};
 use icegate_catalog::metadata_cache::parsed_weight;
-use icegate_catalog::schema_cost::{SchemaLimits, of_schema};
+use icegate_catalog::schema_cost::{SchemaLimits, of_document, of_schema};
 use serde_json::json;
 
 struct Counting;
@@ -140,8 +140,16 @@ fn the_estimate_of_a_parsed_document_is_close_to_what_parsing_allocates() {
     for (snapshots, columns) in [(2000, 10), (100, 10), (20, 500), (5000, 40)] {
         let text = document(snapshots, columns);
         let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
         let parsed: TableMetadata = serde_json::from_str(&text).unwrap();
         let held = (LIVE.load(Ordering::Relaxed) - before) as f64;
+        let peak = (PEAK.load(Ordering::Relaxed) - before) as f64;
+        // What the commit budget reserves for parsing a document covers the parse's peak.
+        let walked = of_document(&text, &SchemaLimits::default()).unwrap().build_bytes() as f64;
+        assert!(
+            (1.0..=3.0).contains(&(walked / peak)),
+            "{snapshots} snapshots, {columns} columns: the walk estimated {walked} bytes, parsing peaks at {peak}"
+        );
         let estimate = parsed_weight(&parsed) as f64;
         let ratio = estimate / held;
         assert!(

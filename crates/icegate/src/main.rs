@@ -60,6 +60,15 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static MALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> std::process::ExitCode {
+    // The `iceberg` crate makes an error value for every element of a default value it parses,
+    // even when parsing succeeds, and each captures a backtrace when backtraces are on: with
+    // `RUST_BACKTRACE=1` in the environment, a request with a default of a few MB held a
+    // worker for minutes. Library backtraces stay off unless asked for by name (panics still
+    // print theirs under `RUST_BACKTRACE`).
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: no other thread exists yet (the runtime is built below).
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {

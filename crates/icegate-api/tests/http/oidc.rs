@@ -235,6 +235,16 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
     );
     let (_, me) = call(&app, &stale, Method::GET, "/management/v1/whoami", None).await;
     assert_eq!(me["roles"], json!([]), "{me}");
+    // A date in the future counts as now: it cannot hold claims in place against later tokens.
+    let ahead = sign(
+        KEY_B,
+        "b",
+        json!({"iss": issuer, "aud": "icegate-api", "sub": "alice-123", "groups": ["analysts"],
+               "exp": now() + 500, "iat": now() + 10 * 365 * 86_400}),
+    );
+    assert_eq!(call(&app, &ahead, Method::GET, "/management/v1/whoami", None).await.1["roles"], json!(["analysts"]));
+    let later = sign(KEY_B, "b", claims(json!([]), "icegate-api", now() + 602));
+    assert_eq!(call(&app, &later, Method::GET, "/management/v1/whoami", None).await.1["roles"], json!([]));
     assert_error(
         call(&app, &demoted, Method::GET, "/v1/{prefix}/namespaces/db/tables/t1", None).await,
         404,

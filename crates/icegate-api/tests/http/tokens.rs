@@ -137,9 +137,11 @@ async fn a_flood_at_one_legacy_client_id_leaves_the_others_their_turn(app: TestA
     }
     assert!(answered.iter().all(|s| *s == 401 || *s == 503), "{answered:?}");
     assert!(answered.iter().filter(|s| **s == 401).count() <= 8, "each guess ran a check: {answered:?}");
-    // Client ids and secrets longer than any icegate makes are refused unchecked.
-    assert_eq!(token_request(&app, "flooded-id", &"s".repeat(32 * 1024)).await.status(), 401);
+    // Client ids and secrets longer than any icegate makes are refused unchecked, and a token
+    // request's body is small.
+    assert_eq!(token_request(&app, "flooded-id", &"s".repeat(8 * 1024)).await.status(), 401);
     assert_eq!(token_request(&app, &"i".repeat(4096), "x").await.status(), 401);
+    assert_eq!(token_request(&app, "flooded-id", &"s".repeat(32 * 1024)).await.status(), 413);
 }
 
 async fn a_replica_accepts_a_token_issued_after_a_rotation_it_has_not_seen(app: TestApp) {

@@ -435,11 +435,14 @@ impl MetadataKind for TableCommit {
             let mut bytes = 0u64;
             for (change, current) in &found {
                 let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
+                // A document still to be parsed: its parsed form (about its text), and what
+                // parsing it takes (its schemas, and the parser's buffering of all of it).
                 let parse = match current.metadata {
                     Some(_) => 0,
                     None => {
-                        let document = catalog.document_cost("the table's stored metadata", &current.document)?;
-                        (current.document.len() as u64).saturating_mul(2).saturating_add(document.build_bytes())
+                        let what = "the table's stored metadata";
+                        let document = catalog.document_cost_of(what, current.document.clone()).await?;
+                        (current.document.len() as u64).saturating_add(document.build_bytes())
                     }
                 };
                 let held = crate::commit::held_by(current.document.len(), parse, request_bytes, cost.build_bytes());

@@ -29,17 +29,20 @@ impl Catalog {
         // Where the caller may place the table, before anything is read with the server's
         // identity (what a file elsewhere holds, or whether it exists, is not the caller's to learn).
         self.check_placement(ctx, &warehouse, &table.namespace, &[metadata_location.to_owned()]).await?;
+        // The file is read and inflated (up to catalog.max_metadata_bytes) in the caller's turn
+        // for a large share of the commit budget: one registration at a time per principal.
+        // Then it is walked against the limits, and room for what parsing it takes is taken,
+        // before it is parsed.
+        let turn = self.room_turn(ctx).await;
         let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
         let json = metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
-        // Its schemas are walked against the limits, and room for what the file builds taken,
-        // before it is parsed.
-        let text = std::str::from_utf8(&json)
-            .map_err(|_| CatalogError::bad_request(format!("metadata file {metadata_location} is not UTF-8 JSON")))?;
-        let cost = self.document_cost(&format!("metadata file {metadata_location}"), text)?;
-        let _room = self
-            .reserve_room(ctx, crate::commit::held_by(json.len(), (json.len() as u64) * 2, 0, cost.build_bytes()))
-            .await?;
-        let metadata = parse_metadata_file(metadata_location, &json)?;
+        let text: std::sync::Arc<str> = String::from_utf8(json)
+            .map_err(|_| CatalogError::bad_request(format!("metadata file {metadata_location} is not UTF-8 JSON")))?
+            .into();
+        let cost = self.document_cost_of(&format!("metadata file {metadata_location}"), text.clone()).await?;
+        let held = crate::commit::held_by(text.len(), cost.build_bytes(), 0, 0);
+        let _room = self.reserve_room_in(turn, held).await?;
+        let metadata = parse_metadata_file(metadata_location, text.as_bytes())?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
         // The metadata file must be the table's own: a registration cannot make the catalog
         // point at (and later clean up) a file in another table's directory.
