@@ -811,6 +811,59 @@ pub async fn http_floor(target: &Target, connections: usize, duration: Duration)
     .await
 }
 
+/// `config`: authenticated `GET /v1/config`, the cheapest request that authenticates its caller
+/// (its token verified and its principal found current).
+pub async fn config(target: &Target, connections: usize, duration: Duration) -> Report {
+    let target = target.clone();
+    run("config", connections, duration, move |_, _| {
+        let target = target.clone();
+        async move { target.status(Method::GET, "/v1/config", None).await }
+    })
+    .await
+}
+
+/// Anonymous token requests with random client ids, sent back to back by `connections`
+/// tasks until dropped: what a stranger can do to the open token endpoint.
+pub struct TokenFlood {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    started: std::time::Instant,
+}
+
+impl TokenFlood {
+    pub fn start(uri: &str, connections: usize) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let sent = std::sync::Arc::new(AtomicU64::new(0));
+        for _ in 0..connections {
+            let (stop, sent) = (stop.clone(), sent.clone());
+            let url = format!("{}/v1/oauth/tokens", uri.trim_end_matches('/'));
+            tokio::spawn(async move {
+                // A client of its own: the flood does not share the measured requests' pool.
+                let http = Client::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let id = format!("ig-{}", uuid::Uuid::new_v4().simple());
+                    let form = [("grant_type", "client_credentials"), ("client_id", &id), ("client_secret", "x")];
+                    let _ = http.post(&url).form(&form).send().await.map(|r| r.status());
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        Self { stop, sent, started: std::time::Instant::now() }
+    }
+
+    /// Token requests answered per second so far.
+    pub fn rate(&self) -> f64 {
+        self.sent.load(std::sync::atomic::Ordering::Relaxed) as f64 / self.started.elapsed().as_secs_f64()
+    }
+}
+
+impl Drop for TokenFlood {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// The reports as a Markdown table (throughput also as a ratio to `http-floor`, if present).
 pub fn markdown(reports: &[Report]) -> String {
     let floor = reports.iter().find(|r| r.workload == "http-floor").map(|r| r.requests_per_second);

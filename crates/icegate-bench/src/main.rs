@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::Parser;
 use icegate_bench::{
-    LoadKind, MixedLoad, Target, Tree, commit, commit_hot, create_tree, http_floor, list_tables, load_table, markdown,
-    median, mixed, read,
+    LoadKind, MixedLoad, Target, TokenFlood, Tree, commit, commit_hot, config, create_tree, http_floor, list_tables,
+    load_table, markdown, median, mixed, read,
 };
 
 #[derive(Parser)]
@@ -21,7 +21,7 @@ struct Args {
     credential: Option<String>,
     /// Workloads to run, in order: create-tree, read, load-table, load-table-vended,
     /// load-table-gzip, load-table-refs, list-tables,
-    /// commit, commit-hot, mixed, http-floor.
+    /// commit, commit-hot, mixed, http-floor, config.
     #[arg(long, value_delimiter = ',', default_value = "create-tree,http-floor,read,load-table,commit,commit-hot")]
     workloads: Vec<String>,
     #[arg(long, default_value_t = 64)]
@@ -77,6 +77,10 @@ struct Args {
     /// Write the reports as JSON here too.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Anonymous token requests (random client ids) sent by this many connections throughout
+    /// the timed workloads, as a flood of the open token endpoint (0: none).
+    #[arg(long, default_value_t = 0)]
+    token_flood: usize,
 }
 
 /// Named sets of options, given before the command line's own (which override them):
@@ -139,7 +143,11 @@ async fn main() -> anyhow::Result<()> {
     let mixed_load =
         MixedLoad { rate: args.rate, write_percent: args.write_percent.min(100), max_in_flight: args.max_in_flight };
     let mut reports = Vec::new();
+    let mut flood = None;
     for workload in &args.workloads {
+        if workload != "create-tree" && args.token_flood > 0 && flood.is_none() {
+            flood = Some(TokenFlood::start(&args.uri, args.token_flood));
+        }
         let report = if workload == "create-tree" {
             create_tree(&target, &tree).await?
         } else {
@@ -163,11 +171,16 @@ async fn main() -> anyhow::Result<()> {
                     }
                     "commit-hot" => commit_hot(&target, &tree.tables()[0], args.hot_writers, duration).await?,
                     "http-floor" => http_floor(&target, args.connections, duration).await,
+                    "config" => config(&target, args.connections, duration).await,
                     "mixed" => mixed(&target, &tree, &mixed_load, duration).await,
                     other => anyhow::bail!("unknown workload {other}"),
                 });
             }
-            median(runs)
+            let mut report = median(runs);
+            if let Some(flood) = &flood {
+                report.extra.insert("token_flood_rps".into(), serde_json::json!(flood.rate().round()));
+            }
+            report
         };
         eprintln!("{}: {:.0} req/s, p99 {:.2} ms", report.workload, report.requests_per_second, report.p99_ms);
         reports.push(report);
