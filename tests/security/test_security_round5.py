@@ -322,7 +322,7 @@ def test_a_warehouse_admin_stays_inside_its_warehouse(lab):
                          ("GET", "/management/v1/grants?role=admin"),
                          ("GET", f"/management/v1/grants?principal={victim_name}")):
         assert lab.call(wadmin, method, path)[0] == 403, (method, path)
-    assert lab.ok(wadmin, "GET", "/management/v1/whoami")["server_privileges"] == []
+    assert lab.ok(wadmin, "GET", "/management/v1/whoami")["server-privileges"] == []
     assert lab.ok(victim, "GET", "/management/v1/whoami")["principal"] == victim_name  # still there
     # A warehouse deleted and made anew under its name is another warehouse.
     assert lab.call(wadmin, "DELETE", f"/management/v1/warehouses/{name}")[0] == 204

@@ -21,7 +21,8 @@ use crate::AppState;
 use crate::error::ApiError;
 
 /// The routes that need no authentication: probes, metrics and the token endpoint.
-pub const PUBLIC_ROUTES: [&str; 4] = ["/health", "/ready", "/metrics", "/v1/oauth/tokens"];
+pub const PUBLIC_ROUTES: [&str; 6] =
+    ["/health", "/ready", "/metrics", "/v1/oauth/tokens", "/openapi/catalog.yaml", "/openapi/management.yaml"];
 
 /// Authentication and authorization services shared by every request.
 #[derive(Clone)]
@@ -87,10 +88,10 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
 
 async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<Caller, CatalogError> {
     let TokenCaller { caller, secret_version } = security.authenticate(authorization).await?;
-    if let Caller::Principal { id, .. } = &caller
+    if let Caller::Principal { id, name } = &caller
         && !security.authorizer.principal_active(id, secret_version).await?
     {
-        tracing::info!(principal = %id, "request not authenticated: the principal was deleted or its secret rotated");
+        tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
         return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
     }
     Ok(caller)
@@ -99,19 +100,19 @@ async fn authenticate(security: &Security, authorization: Option<&str>) -> Resul
 /// One line per request with what was decided. A principal's request answered with success
 /// without any decision would be an operation that forgot to authorize: logged as an error.
 fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &Response) {
-    let Caller::Principal { id, .. } = ctx.caller() else { return };
+    let Caller::Principal { id, name } = ctx.caller() else { return };
     let status = response.status().as_u16();
     ctx.with_decisions(|decisions| {
         let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         if decisions.is_empty() {
             if response.status().is_success() && !UNDECIDED_ROUTES.contains(&route) {
-                tracing::error!(target: "icegate::authz", principal = %id, %method, route, status,
+                tracing::error!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status,
                     "a request succeeded without an authorization decision");
             }
         } else if decisions.iter().any(|d| !d.outcome.allowed()) {
-            tracing::info!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
+            tracing::info!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status, decisions = %listed(), "authorization");
         } else if tracing::enabled!(target: "icegate::authz", tracing::Level::DEBUG) {
-            tracing::debug!(target: "icegate::authz", principal = %id, %method, route, status, decisions = %listed(), "authorization");
+            tracing::debug!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status, decisions = %listed(), "authorization");
         }
     });
 }

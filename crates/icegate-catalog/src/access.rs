@@ -238,6 +238,43 @@ pub struct PrincipalRecord {
     /// What an external identity provider calls it (shown beside its name).
     pub display_name: Option<String>,
     pub created_at_ms: i64,
+    /// The secret replaced at the last rotation, while its grace period lasts.
+    pub previous_secret_hash: Option<String>,
+    /// Until when (ms since the epoch) the previous secret still works; `None`: it does not.
+    pub previous_secret_until_ms: Option<i64>,
+}
+
+/// Which secret versions a principal's icegate-issued tokens may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecretState {
+    /// The current secret's version.
+    pub version: i64,
+    /// Until when (ms since the epoch) tokens of the previous version still work.
+    pub previous_until_ms: Option<i64>,
+}
+
+impl SecretState {
+    /// Whether a token issued under secret version `token` works at `now_ms`.
+    pub fn accepts(&self, token: i64, now_ms: i64) -> bool {
+        token == self.version
+            || (token == self.version - 1 && self.previous_until_ms.is_some_and(|until| now_ms < until))
+    }
+}
+
+/// Which grants a listing shows (every field narrows it; all `None`: every grant).
+#[derive(Debug, Clone, Default)]
+pub struct GrantFilter {
+    pub role: Option<String>,
+    /// The grants of this principal's roles (by id).
+    pub principal_id: Option<String>,
+    pub privilege: Option<Privilege>,
+    pub securable_type: Option<SecurableType>,
+    pub warehouse: Option<String>,
+    /// Unexpired at this time only.
+    pub unexpired_at_ms: Option<i64>,
+    /// Grants after this id (keyset pagination).
+    pub after_id: Option<String>,
+    pub limit: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -301,13 +338,20 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
     async fn principal_by_name(&self, name: &str) -> crate::Result<Option<PrincipalRecord>>;
     async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
-    /// The current secret version of the principal with this id; `None` when it does not exist
+    /// The secret versions the principal with this id accepts; `None` when it does not exist
     /// (its tokens stop working when it is deleted, or its secret rotated).
-    async fn principal_secret_version(&self, id: &str) -> crate::Result<Option<i64>>;
+    async fn principal_secret_state(&self, id: &str) -> crate::Result<Option<SecretState>>;
     async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
+    /// Deletes a principal, unless it is the last one holding `admin` on the server (409).
     async fn delete_principal(&self, name: &str) -> crate::Result<()>;
-    /// A new secret for the principal (its secret version goes up by one).
-    async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
+    /// A new secret for the principal (its secret version goes up by one); with
+    /// `previous_until_ms`, the replaced secret keeps working until then.
+    async fn set_principal_secret(
+        &self,
+        name: &str,
+        secret_hash: &str,
+        previous_until_ms: Option<i64>,
+    ) -> crate::Result<PrincipalRecord>;
     /// Replaces the hash of the same secret (an earlier version's form), unless it changed
     /// meanwhile; whether it was replaced.
     async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> crate::Result<bool>;
@@ -315,10 +359,17 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn create_role(&self, name: &str) -> crate::Result<RoleRecord>;
     async fn role_by_name(&self, name: &str) -> crate::Result<Option<RoleRecord>>;
     async fn list_roles(&self) -> crate::Result<Vec<RoleRecord>>;
+    /// Deletes a role, unless that leaves no principal holding `admin` on the server (409).
     async fn delete_role(&self, name: &str) -> crate::Result<()>;
     async fn add_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
+    /// Removes a membership, unless that leaves no principal holding `admin` on the server (409).
     async fn remove_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
     async fn role_members(&self, role: &str) -> crate::Result<Vec<String>>;
+    /// Every membership, as (role name, principal name), in one query.
+    async fn memberships(&self) -> crate::Result<Vec<(String, String)>>;
+    /// Principals holding `admin` on the server through a grant that does not expire and a
+    /// membership not derived from an issuer's claims: who can recover the catalog.
+    async fn server_admins(&self) -> crate::Result<Vec<String>>;
     async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
 
     /// The principal of an external identity (created on first sight, named `name` or, if that is
@@ -344,20 +395,16 @@ pub trait AccessStore: Send + Sync + 'static {
         (securable, object): (&SecurableRef, Option<&str>),
         expires_at_ms: Option<i64>,
     ) -> crate::Result<GrantRecord>;
-    /// Revokes a grant (`object` as for [`grant`](Self::grant)).
+    /// Revokes a grant (`object` as for [`grant`](Self::grant)), unless that leaves no principal
+    /// holding `admin` on the server (409).
     async fn revoke(
         &self,
         role: &str,
         privilege: Privilege,
         (securable, object): (&SecurableRef, Option<&str>),
     ) -> crate::Result<()>;
-    /// Grants of one role, or of every role of one principal (with `now_ms`: unexpired only).
-    async fn list_grants(
-        &self,
-        role: Option<&str>,
-        principal_id: Option<&str>,
-        now_ms: Option<i64>,
-    ) -> crate::Result<Vec<GrantRecord>>;
+    /// The grants `filter` selects, ordered by id.
+    async fn list_grants(&self, filter: &GrantFilter) -> crate::Result<Vec<GrantRecord>>;
     /// Unexpired grants that apply to a securable, including those inherited from its containers.
     /// `object` as for [`grant`](Self::grant).
     async fn grants_on(
@@ -383,7 +430,7 @@ pub struct Authorizer {
     cache: Option<TtlCache<(String, Target), Holdings>>,
     /// The current secret version of principals found to exist (same TTL and invalidation as
     /// holdings).
-    active: Option<TtlCache<String, i64>>,
+    active: Option<TtlCache<String, SecretState>>,
 }
 
 /// Holdings (and principals) kept at most.
@@ -419,14 +466,14 @@ impl Authorizer {
     /// and within the TTL on others.
     pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
         let current = match &self.active {
-            None => self.access.principal_secret_version(id).await?,
+            None => self.access.principal_secret_state(id).await?,
             // A token newer than the version remembered: the secret was rotated (perhaps
             // through another replica) since; read it again rather than refuse the new token.
-            Some(active) => match active.get(id, |version| token_version.is_none_or(|token| token <= *version)) {
+            Some(active) => match active.get(id, |state| token_version.is_none_or(|token| token <= state.version)) {
                 Some(version) => Some(version),
                 None => {
                     let (generation, read_at) = (active.generation(), std::time::Instant::now());
-                    let version = self.access.principal_secret_version(id).await?;
+                    let version = self.access.principal_secret_state(id).await?;
                     if let Some(version) = version {
                         active.offer(generation, id.to_owned(), version, read_at);
                     }
@@ -437,7 +484,7 @@ impl Authorizer {
         Ok(match (current, token_version) {
             (None, _) => false,
             (Some(_), None) => true,
-            (Some(current), Some(token)) => token == current,
+            (Some(current), Some(token)) => current.accepts(token, now_ms()),
         })
     }
 

@@ -294,11 +294,24 @@ impl Authenticator {
             SecretCheck::DoesNotMatch => false,
             SecretCheck::Legacy => self.check_legacy(&principal, client_secret, &hash).await?,
         };
-        if !valid {
+        // The secret replaced at the last rotation, during its grace period: a token under its
+        // own (previous) version, ending with the grace period at the latest.
+        let mut grace_until = None;
+        if !valid
+            && let (Some(previous), Some(until)) = (&principal.previous_secret_hash, principal.previous_secret_until_ms)
+            && crate::access::now_ms() < until
+            && check_secret(client_secret, previous) == SecretCheck::Matches
+        {
+            grace_until = Some(until);
+        }
+        if !valid && grace_until.is_none() {
             tracing::info!(%client_id, "token refused: wrong client secret");
             return Err(TokenError::InvalidClient);
         }
-        self.sign(&principal).map_err(|err| {
+        if grace_until.is_some() {
+            tracing::info!(%client_id, "token issued for the previous client secret, in its grace period");
+        }
+        self.sign(&principal, grace_until).map_err(|err| {
             tracing::error!(error = %err, "signing a token failed");
             unavailable()
         })
@@ -370,9 +383,16 @@ impl Authenticator {
         }
     }
 
-    fn sign(&self, principal: &PrincipalRecord) -> Result<IssuedToken> {
+    /// A token for `principal`'s current secret, or (`grace_until`, ms) for its previous one,
+    /// ending no later than that secret's grace period.
+    fn sign(&self, principal: &PrincipalRecord, grace_until: Option<i64>) -> Result<IssuedToken> {
         let now = now_secs();
-        let lifetime = self.settings.token_lifetime.as_secs();
+        let mut lifetime = self.settings.token_lifetime.as_secs();
+        let mut secret_version = principal.secret_version;
+        if let Some(until) = grace_until {
+            lifetime = lifetime.min(u64::try_from(until / 1000).unwrap_or(0).saturating_sub(now));
+            secret_version -= 1;
+        }
         let claims = Claims {
             sub: principal.id.clone(),
             name: principal.name.clone(),
@@ -382,7 +402,7 @@ impl Authenticator {
             nbf: now,
             exp: now + lifetime,
             jti: uuid::Uuid::new_v4().to_string(),
-            sv: principal.secret_version,
+            sv: secret_version,
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("signing a token: {e}")))?;
@@ -435,6 +455,55 @@ const UNKNOWN_CLIENT_HASH: &str =
 
 /// The name of the principal and role a fresh install's administrator gets.
 pub const ADMIN: &str = "admin";
+
+/// Break-glass for whoever runs the server (`icegate bootstrap --recover`, which reaches the
+/// database directly): the `admin` principal (created with `new_client_id` when missing) gets
+/// `client_secret` as its only secret, is made a member of the `admin` role, and that role holds
+/// `admin` on the server without expiry. Returns the principal's client id. Nothing else changes:
+/// other principals, roles and grants stay as they are.
+pub async fn recover_admin(access: &dyn AccessStore, new_client_id: &str, client_secret: &str) -> Result<String> {
+    let hash = hash_secret(client_secret)?;
+    let client_id = match access.principal_by_name(ADMIN).await? {
+        Some(principal) => {
+            let Some(client_id) = principal.client_id else {
+                return Err(CatalogError::Conflict(
+                    "the principal `admin` is an external identity's and has no client credentials;                      rename that identity at its issuer or delete the principal, then recover again"
+                        .into(),
+                ));
+            };
+            // No grace: whoever held the old secret loses it now.
+            access.set_principal_secret(ADMIN, &hash, None).await?;
+            client_id
+        }
+        None => {
+            access.create_principal(ADMIN, new_client_id, &hash).await?;
+            new_client_id.to_owned()
+        }
+    };
+    match access.create_role(ADMIN).await {
+        Ok(_) | Err(CatalogError::AlreadyExists(_)) => {}
+        Err(err) => return Err(err),
+    }
+    access.add_role_member(ADMIN, ADMIN).await?;
+    let server = crate::access::SecurableRef {
+        kind: crate::access::SecurableType::Server,
+        warehouse: None,
+        namespace: None,
+        name: None,
+    };
+    match access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
+        Ok(_) => {}
+        Err(CatalogError::AlreadyExists(_)) => {
+            // The role holds it already, possibly with an expiry: make it permanent.
+            if !access.server_admins().await?.iter().any(|name| name == ADMIN) {
+                access.revoke(ADMIN, crate::access::Privilege::Admin, (&server, None)).await?;
+                access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await?;
+            }
+        }
+        Err(err) => return Err(err),
+    }
+    Ok(client_id)
+}
 
 /// Creates the `admin` principal (with these credentials), an `admin` role holding `admin` on
 /// the server, and the membership. Returns false, changing nothing, when `admin` exists already.

@@ -37,6 +37,9 @@ pub enum CatalogError {
     /// A warehouse still holds namespaces.
     #[error("{0}")]
     WarehouseNotEmpty(String),
+    /// The change would break an invariant of the catalog (removing the last server admin).
+    #[error("{0}")]
+    Conflict(String),
     /// The request is well formed but contradicts itself (a key both updated and removed).
     #[error("{0}")]
     Unprocessable(String),

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use crate::access::{
-    AccessStore, Caller, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
-    now_ms,
+    AccessStore, Caller, GrantFilter, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType,
+    Target, now_ms,
 };
 use crate::auth::{hash_secret, new_client_id, random_secret};
 use crate::context::RequestContext;
@@ -32,6 +32,12 @@ pub struct WhoAmI {
     pub roles: Vec<String>,
     pub server_privileges: Vec<Privilege>,
 }
+
+/// The longest grace period a rotated secret may have.
+pub const MAX_SECRET_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// The largest page of a grant listing.
+pub const MAX_GRANTS_PAGE: usize = 1000;
 
 #[derive(Clone)]
 pub struct AccessAdmin {
@@ -80,14 +86,28 @@ impl AccessAdmin {
         Ok(Credentials { principal, client_secret })
     }
 
-    pub async fn list_principals(&self, ctx: &RequestContext) -> Result<Vec<PrincipalRecord>> {
+    /// Every principal with its roles (two queries, whatever their number).
+    pub async fn list_principals(&self, ctx: &RequestContext) -> Result<Vec<(PrincipalRecord, Vec<String>)>> {
         self.require_server_admin(ctx).await?;
-        self.access.list_principals().await
+        let principals = self.access.list_principals().await?;
+        let mut roles: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+        for (role, principal) in self.access.memberships().await? {
+            roles.entry(principal).or_default().push(role);
+        }
+        Ok(principals
+            .into_iter()
+            .map(|p| {
+                let held = roles.remove(&p.name).unwrap_or_default();
+                (p, held)
+            })
+            .collect())
     }
 
-    pub async fn get_principal(&self, ctx: &RequestContext, name: &str) -> Result<PrincipalRecord> {
+    pub async fn get_principal(&self, ctx: &RequestContext, name: &str) -> Result<(PrincipalRecord, Vec<String>)> {
         self.require_server_admin(ctx).await?;
-        self.access.principal_by_name(name).await?.ok_or_else(|| no_such("Principal", name))
+        let principal = self.access.principal_by_name(name).await?.ok_or_else(|| no_such("Principal", name))?;
+        let roles = self.access.principal_roles(&principal.id).await?;
+        Ok((principal, roles))
     }
 
     pub async fn delete_principal(&self, ctx: &RequestContext, name: &str) -> Result<()> {
@@ -97,10 +117,31 @@ impl AccessAdmin {
         Ok(())
     }
 
-    pub async fn rotate_secret(&self, ctx: &RequestContext, name: &str) -> Result<Credentials> {
-        self.require_server_admin(ctx).await?;
+    /// A new secret for `name` (server admins, and the principal itself). With `grace`, the
+    /// replaced secret, and the tokens issued under it, keep working that long (at most
+    /// [`MAX_SECRET_GRACE`]); without, they end at once. Any earlier secret ends now either way.
+    pub async fn rotate_secret(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        grace: Option<std::time::Duration>,
+    ) -> Result<Credentials> {
+        let own = matches!(ctx.caller(), Caller::Principal { name: caller, .. } if caller == name);
+        if !own {
+            self.require_server_admin(ctx).await?;
+        }
+        if let Some(grace) = grace
+            && grace > MAX_SECRET_GRACE
+        {
+            return Err(CatalogError::bad_request(format!(
+                "grace-period-seconds {} is longer than the longest grace period, {} seconds",
+                grace.as_secs(),
+                MAX_SECRET_GRACE.as_secs()
+            )));
+        }
+        let until = grace.filter(|g| !g.is_zero()).map(|g| now_ms().saturating_add(g.as_millis() as i64));
         let client_secret = random_secret();
-        let principal = self.access.set_principal_secret(name, &hash_secret(&client_secret)?).await?;
+        let principal = self.access.set_principal_secret(name, &hash_secret(&client_secret)?, until).await?;
         ctx.access_changed();
         Ok(Credentials { principal, client_secret })
     }
@@ -119,13 +160,23 @@ impl AccessAdmin {
         self.with_members(role).await
     }
 
+    /// Every role with its members (two queries, whatever their number).
     pub async fn list_roles(&self, ctx: &RequestContext) -> Result<Vec<(RoleRecord, Vec<String>)>> {
         self.require_server_admin(ctx).await?;
-        let mut roles = Vec::new();
-        for role in self.access.list_roles().await? {
-            roles.push(self.with_members(role).await?);
+        let mut members: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
+        for (role, principal) in self.access.memberships().await? {
+            members.entry(role).or_default().push(principal);
         }
-        Ok(roles)
+        Ok(self
+            .access
+            .list_roles()
+            .await?
+            .into_iter()
+            .map(|role| {
+                let held = members.remove(&role.name).unwrap_or_default();
+                (role, held)
+            })
+            .collect())
     }
 
     pub async fn get_role(&self, ctx: &RequestContext, name: &str) -> Result<(RoleRecord, Vec<String>)> {
@@ -252,34 +303,43 @@ impl AccessAdmin {
         Ok(())
     }
 
-    /// A role's grants (server admins), or a principal's effective grants (server admins, and
-    /// the principal itself): decided on the one parameter that is then read.
+    /// Grants, as `filter` selects them: every grant (server admins), or a principal's
+    /// effective grants (server admins, and the principal itself), decided on the parameters
+    /// that are then read. `principal` narrows to the grants of its roles, unexpired only.
     pub async fn list_grants(
         &self,
         ctx: &RequestContext,
-        role: Option<&str>,
         principal: Option<&str>,
+        mut filter: GrantFilter,
     ) -> Result<Vec<GrantRecord>> {
-        let need_admin = |what: &str| CatalogError::Forbidden(format!("listing {what} requires admin on the server"));
-        match (role, principal) {
-            (Some(_), Some(_)) => Err(CatalogError::bad_request("pass ?role=NAME or ?principal=NAME, not both")),
-            (Some(role), None) => {
-                if !ctx.is_server_admin().await? {
-                    return Err(need_admin("a role's grants"));
-                }
-                self.access.list_grants(Some(role), None, None).await
-            }
-            (None, Some(principal)) => {
-                let own = matches!(ctx.caller(), Caller::Principal { name, .. } if name == principal);
-                if !own && !ctx.is_server_admin().await? {
-                    return Err(need_admin("another principal's grants"));
-                }
-                let record =
-                    self.access.principal_by_name(principal).await?.ok_or_else(|| no_such("Principal", principal))?;
-                self.access.list_grants(None, Some(&record.id), Some(now_ms())).await
-            }
-            (None, None) => Err(CatalogError::bad_request("pass ?role=NAME or ?principal=NAME")),
+        if let Some(limit) = filter.limit
+            && !(1..=MAX_GRANTS_PAGE).contains(&limit)
+        {
+            return Err(CatalogError::bad_request(format!("pageSize must be between 1 and {MAX_GRANTS_PAGE}")));
         }
+        let own = principal.is_some_and(|p| matches!(ctx.caller(), Caller::Principal { name, .. } if name == p));
+        if !own && !ctx.is_server_admin().await? {
+            return Err(CatalogError::Forbidden(
+                if principal.is_some() {
+                    "listing another principal's grants requires admin on the server"
+                } else {
+                    "listing grants requires admin on the server (a principal may list its own with ?principal=)"
+                }
+                .into(),
+            ));
+        }
+        if let Some(principal) = principal {
+            let record =
+                self.access.principal_by_name(principal).await?.ok_or_else(|| no_such("Principal", principal))?;
+            filter.principal_id = Some(record.id);
+            filter.unexpired_at_ms = Some(now_ms());
+        }
+        if let Some(role) = &filter.role
+            && self.access.role_by_name(role).await?.is_none()
+        {
+            return Err(no_such("Role", role));
+        }
+        self.access.list_grants(&filter).await
     }
 
     /// Who can do what on a securable: for those who manage its grants.

@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use icegate_catalog::access::{
-    AccessStore, GrantRecord, Holdings, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType, Target,
+    AccessStore, GrantFilter, GrantRecord, Holdings, PrincipalRecord, Privilege, RoleRecord, SecretState, SecurableRef,
+    SecurableType, Target,
 };
 use icegate_catalog::ident::NAMESPACE_SEPARATOR;
 use icegate_catalog::store::TabularKind;
@@ -27,7 +28,13 @@ struct PrincipalRow {
     secret_version: i64,
     display_name: Option<String>,
     created_at: i64,
+    previous_secret_hash: Option<String>,
+    previous_secret_until: Option<i64>,
 }
+
+/// The columns [`principal_from`] reads.
+const PRINCIPAL_COLUMNS: &str = "id, name, client_id, secret_hash, secret_version, display_name, created_at, \
+     previous_secret_hash, previous_secret_until";
 
 fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
     let row = PrincipalRow::from_row(row).map_err(db_error)?;
@@ -39,6 +46,8 @@ fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
         secret_version: row.secret_version,
         display_name: row.display_name,
         created_at_ms: row.created_at,
+        previous_secret_hash: row.previous_secret_hash,
+        previous_secret_until_ms: row.previous_secret_until,
     })
 }
 
@@ -182,6 +191,61 @@ impl SqlStore {
 /// configuration names that role in `admin_roles` (source `claim-admin`).
 const SERVER_GRANTS_NOT_BY_CLAIM: &str = "(g.securable_type <> 'server' OR m.source <> 'claim')";
 
+/// Joins and conditions after `FROM principals p` that select the principals holding `admin`
+/// on the server through a grant that does not expire and a membership not derived from an
+/// issuer's claims (those come and go with tokens): the ones who can recover the catalog.
+const SERVER_ADMINS: &str = "JOIN role_members m ON m.principal_id = p.id \
+     JOIN grants g ON g.role_id = m.role_id \
+     WHERE g.securable_type = 'server' AND g.privilege = 'admin' AND g.expires_at IS NULL AND m.source = 'manual'";
+
+/// Serialises the changes that can remove a server admin (PostgreSQL; SQLite's write lock does
+/// it there), so two concurrent removals of the last two admins cannot both pass.
+const ADMIN_CHANGE_LOCK: i64 = 7_598_805_577_148_362_613;
+
+impl SqlStore {
+    /// Begins a change that may remove server admins, with how many there are before it.
+    async fn begin_admin_change(&self) -> Result<(crate::WriteTx, i64)> {
+        let mut tx = self.begin_write().await?;
+        if self.backend == crate::Backend::Postgres {
+            sqlx::query(AssertSqlSafe(format!("SELECT pg_advisory_xact_lock({ADMIN_CHANGE_LOCK})")))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
+        }
+        let before = count_server_admins(&mut tx).await?;
+        Ok((tx, before))
+    }
+
+    /// Commits the change, unless it took the last server admin away: then nothing changes, and
+    /// the answer (409) says why. A catalog without admins to begin with (authentication off,
+    /// none made yet) is not held to it.
+    async fn commit_admin_change(
+        &self,
+        mut tx: crate::WriteTx,
+        before: i64,
+        change: impl FnOnce() -> String,
+    ) -> Result<()> {
+        if before > 0 && count_server_admins(&mut tx).await? == 0 {
+            tx.rollback().await.map_err(db_error)?;
+            return Err(CatalogError::Conflict(format!(
+                "{} would leave no principal holding admin on the server (through a grant that does not \
+                 expire); grant admin to another principal first. Whoever runs the server can recover \
+                 with `icegate bootstrap --recover`",
+                change()
+            )));
+        }
+        tx.commit().await.map_err(db_error)
+    }
+}
+
+async fn count_server_admins(tx: &mut crate::WriteTx) -> Result<i64> {
+    let row = sqlx::query(AssertSqlSafe(format!("SELECT COUNT(DISTINCT p.id) AS n FROM principals p {SERVER_ADMINS}")))
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(db_error)?;
+    row.try_get::<i64, _>("n").map_err(db_error)
+}
+
 /// Grants with the current names of what they are on, for display (a table or view by the
 /// namespace it is in now).
 const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securable_type, w.name AS warehouse, \
@@ -246,6 +310,8 @@ impl AccessStore for SqlStore {
             secret_version: 1,
             display_name: None,
             created_at_ms: now_ms(),
+            previous_secret_hash: None,
+            previous_secret_until_ms: None,
         };
         let inserted = sqlx::query(
             "INSERT INTO principals (id, name, client_id, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
@@ -264,7 +330,7 @@ impl AccessStore for SqlStore {
     }
 
     async fn principal_by_name(&self, name: &str) -> Result<Option<PrincipalRecord>> {
-        let row = sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals WHERE name = $1")
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE name = $1")))
             .bind(name)
             .fetch_optional(&self.pool)
             .await
@@ -274,7 +340,7 @@ impl AccessStore for SqlStore {
 
     async fn principal_by_client_id(&self, client_id: &str) -> Result<Option<PrincipalRecord>> {
         let row =
-            sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals WHERE client_id = $1")
+            sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE client_id = $1")))
                 .bind(client_id)
                 .fetch_optional(&self.pool)
                 .await
@@ -282,17 +348,23 @@ impl AccessStore for SqlStore {
         row.as_ref().map(principal_from).transpose()
     }
 
-    async fn principal_secret_version(&self, id: &str) -> Result<Option<i64>> {
-        let row = sqlx::query("SELECT secret_version FROM principals WHERE id = $1")
+    async fn principal_secret_state(&self, id: &str) -> Result<Option<SecretState>> {
+        let row = sqlx::query("SELECT secret_version, previous_secret_until FROM principals WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
-        row.map(|row| row.try_get("secret_version").map_err(db_error)).transpose()
+        row.map(|row| {
+            Ok(SecretState {
+                version: row.try_get("secret_version").map_err(db_error)?,
+                previous_until_ms: row.try_get("previous_secret_until").map_err(db_error)?,
+            })
+        })
+        .transpose()
     }
 
     async fn list_principals(&self) -> Result<Vec<PrincipalRecord>> {
-        let rows = sqlx::query("SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals ORDER BY name")
+        let rows = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals ORDER BY name")))
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
@@ -300,23 +372,35 @@ impl AccessStore for SqlStore {
     }
 
     async fn delete_principal(&self, name: &str) -> Result<()> {
+        let (mut tx, before) = self.begin_admin_change().await?;
         let done = sqlx::query("DELETE FROM principals WHERE name = $1")
             .bind(name)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        if done.rows_affected() == 0 { Err(not_found("Principal", name)) } else { Ok(()) }
+        if done.rows_affected() == 0 {
+            return Err(not_found("Principal", name));
+        }
+        self.commit_admin_change(tx, before, || format!("deleting principal {name}")).await
     }
 
-    async fn set_principal_secret(&self, name: &str, secret_hash: &str) -> Result<PrincipalRecord> {
+    async fn set_principal_secret(
+        &self,
+        name: &str,
+        secret_hash: &str,
+        previous_until_ms: Option<i64>,
+    ) -> Result<PrincipalRecord> {
         // One statement: the hash and its version change together, so a token is never issued
-        // for the new secret under the old version (or the other way round).
+        // for the new secret under the old version (or the other way round). The replaced hash
+        // is kept only for a grace period; a rotation without one ends the previous secret too.
         let done = sqlx::query(
-            "UPDATE principals SET secret_hash = $1, secret_version = secret_version + 1 \
+            "UPDATE principals SET previous_secret_hash = CASE WHEN $3 IS NULL THEN NULL ELSE secret_hash END, \
+             previous_secret_until = $3, secret_hash = $1, secret_version = secret_version + 1 \
              WHERE name = $2 AND client_id IS NOT NULL",
         )
         .bind(secret_hash)
         .bind(name)
+        .bind(previous_until_ms)
         .execute(&self.pool)
         .await
         .map_err(db_error)?;
@@ -370,9 +454,13 @@ impl AccessStore for SqlStore {
     }
 
     async fn delete_role(&self, name: &str) -> Result<()> {
+        let (mut tx, before) = self.begin_admin_change().await?;
         let done =
-            sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&self.pool).await.map_err(db_error)?;
-        if done.rows_affected() == 0 { Err(not_found("Role", name)) } else { Ok(()) }
+            sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&mut *tx).await.map_err(db_error)?;
+        if done.rows_affected() == 0 {
+            return Err(not_found("Role", name));
+        }
+        self.commit_admin_change(tx, before, || format!("deleting role {name}")).await
     }
 
     async fn add_role_member(&self, role: &str, principal: &str) -> Result<()> {
@@ -388,17 +476,40 @@ impl AccessStore for SqlStore {
 
     async fn remove_role_member(&self, role: &str, principal: &str) -> Result<()> {
         let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
+        let (mut tx, before) = self.begin_admin_change().await?;
         let done = sqlx::query("DELETE FROM role_members WHERE role_id = $1 AND principal_id = $2")
             .bind(role_id)
             .bind(principal_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
         if done.rows_affected() == 0 {
-            Err(not_found("Role membership", &format!("{principal} in {role}")))
-        } else {
-            Ok(())
+            return Err(not_found("Role membership", &format!("{principal} in {role}")));
         }
+        self.commit_admin_change(tx, before, || format!("removing {principal} from role {role}")).await
+    }
+
+    async fn memberships(&self) -> Result<Vec<(String, String)>> {
+        let rows = sqlx::query(
+            "SELECT r.name AS role, p.name AS principal FROM role_members m \
+             JOIN roles r ON r.id = m.role_id JOIN principals p ON p.id = m.principal_id ORDER BY r.name, p.name",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("role").map_err(db_error)?, r.try_get("principal").map_err(db_error)?)))
+            .collect()
+    }
+
+    async fn server_admins(&self) -> Result<Vec<String>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT DISTINCT p.name FROM principals p {SERVER_ADMINS} ORDER BY p.name"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
     }
 
     async fn role_members(&self, role: &str) -> Result<Vec<String>> {
@@ -431,10 +542,13 @@ impl AccessStore for SqlStore {
         (claimed_roles, issued_at): (&[String], i64),
         admin_roles: &[String],
     ) -> Result<PrincipalRecord> {
-        let select = "SELECT id, name, client_id, secret_hash, secret_version, display_name, created_at FROM principals \
-             WHERE issuer = $1 AND subject = $2";
-        if let Some(row) =
-            sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
+        let select = format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE issuer = $1 AND subject = $2");
+        if let Some(row) = sqlx::query(AssertSqlSafe(select.as_str()))
+            .bind(issuer)
+            .bind(subject)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
         {
             let mut principal = principal_from(&row)?;
             if principal.display_name.as_deref() != display_name {
@@ -464,8 +578,12 @@ impl AccessStore for SqlStore {
             .execute(&self.pool)
             .await
             .map_err(db_error)?;
-            if let Some(row) =
-                sqlx::query(select).bind(issuer).bind(subject).fetch_optional(&self.pool).await.map_err(db_error)?
+            if let Some(row) = sqlx::query(AssertSqlSafe(select.as_str()))
+                .bind(issuer)
+                .bind(subject)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db_error)?
             {
                 return self.sync_claims(principal_from(&row)?, (claimed_roles, issued_at), admin_roles).await;
             }
@@ -531,6 +649,7 @@ impl AccessStore for SqlStore {
     ) -> Result<()> {
         let role_id = self.role_id(role).await?;
         let resolved = self.resolve(securable, object).await?;
+        let (mut tx, before) = self.begin_admin_change().await?;
         let done = sqlx::query(
             "DELETE FROM grants WHERE role_id = $1 AND privilege = $2 AND securable_type = $3 \
              AND COALESCE(warehouse_id, '') = $4 AND COALESCE(namespace_id, '') = $5 AND COALESCE(tabular_id, '') = $6",
@@ -541,43 +660,41 @@ impl AccessStore for SqlStore {
         .bind(resolved.warehouse_id.unwrap_or_default())
         .bind(resolved.namespace_id.unwrap_or_default())
         .bind(resolved.tabular_id.unwrap_or_default())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        if done.rows_affected() == 0 { Err(not_found("Grant", &format!("{privilege} to {role}"))) } else { Ok(()) }
+        if done.rows_affected() == 0 {
+            return Err(not_found("Grant", &format!("{privilege} to {role}")));
+        }
+        self.commit_admin_change(tx, before, || format!("revoking {privilege} from role {role}")).await
     }
 
-    async fn list_grants(
-        &self,
-        role: Option<&str>,
-        principal_id: Option<&str>,
-        now: Option<i64>,
-    ) -> Result<Vec<GrantRecord>> {
-        let now = now.unwrap_or(i64::MIN);
-        let rows = match (role, principal_id) {
-            (Some(role), _) => {
-                let role_id = self.role_id(role).await?;
-                sqlx::query(AssertSqlSafe(format!(
-                    "{GRANT_SELECT} WHERE g.role_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) ORDER BY g.id"
-                )))
-                .bind(role_id)
-                .bind(now)
-                .fetch_all(&self.pool)
-                .await
-            }
-            (None, Some(principal_id)) => {
-                sqlx::query(AssertSqlSafe(format!(
-                    "{GRANT_SELECT} JOIN role_members m ON m.role_id = g.role_id \
-                     WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) ORDER BY g.id"
-                )))
-                .bind(principal_id)
-                .bind(now)
-                .fetch_all(&self.pool)
-                .await
-            }
-            (None, None) => return Err(CatalogError::bad_request("name a role or a principal")),
-        }
-        .map_err(db_error)?;
+    async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<GrantRecord>> {
+        let role_id = match &filter.role {
+            Some(role) => Some(self.role_id(role).await?),
+            None => None,
+        };
+        // Every condition is a bind parameter; an absent one is `$n IS NULL`.
+        let sql = format!(
+            "{GRANT_SELECT} WHERE ($1 IS NULL OR g.role_id = $1) \
+             AND ($2 IS NULL OR g.role_id IN (SELECT role_id FROM role_members WHERE principal_id = $2)) \
+             AND ($3 IS NULL OR g.privilege = $3) AND ($4 IS NULL OR g.securable_type = $4) \
+             AND ($5 IS NULL OR w.name = $5) AND ($6 IS NULL OR g.expires_at IS NULL OR g.expires_at > $6) \
+             AND ($7 IS NULL OR g.id > $7) ORDER BY g.id LIMIT $8"
+        );
+        let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(role_id)
+            .bind(filter.principal_id.clone())
+            .bind(filter.privilege.map(Privilege::as_str))
+            .bind(filter.securable_type.map(SecurableType::as_str))
+            .bind(filter.warehouse.clone())
+            .bind(filter.unexpired_at_ms)
+            .bind(filter.after_id.clone())
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
         rows.iter().map(grant_from).collect()
     }
 

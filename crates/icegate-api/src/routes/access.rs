@@ -15,6 +15,8 @@ use crate::extract::{Context, Json, Path, Query};
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct PrincipalResponse {
+    /// The id authorization log lines and tokens (`sub`) name the principal by.
+    pub id: String,
     pub name: String,
     /// What an external identity provider calls the principal (its `preferred_username`),
     /// which its user may be able to change: the name is what grants and memberships use.
@@ -24,7 +26,22 @@ pub struct PrincipalResponse {
     /// 1 for its first client secret, one more at every rotation; tokens issued under an
     /// earlier one are refused.
     pub secret_version: i64,
+    /// Until when (ms since the Unix epoch) the secret replaced at the last rotation still
+    /// works; absent when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_secret_expires_at_ms: Option<i64>,
+    /// The roles it holds.
+    pub roles: Vec<String>,
     pub created_at_ms: i64,
+}
+
+/// Optional body of a rotation.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RotateSecretRequest {
+    /// How long the replaced secret, and the tokens issued under it, keep working (at most
+    /// 604800, a week); absent or 0: they stop at once.
+    pub grace_period_seconds: Option<u64>,
 }
 
 /// Returned once, when a principal is created or its secret rotated: the secret is not stored.
@@ -66,7 +83,37 @@ pub struct ListRolesResponse {
     pub roles: Vec<RoleResponse>,
 }
 
-/// A securable: `server`; `warehouse` (+ `warehouse`); `namespace` (+ `namespace` levels);
+/// A namespace in a request: its levels as an array (`["sales", "emea"]`, the form answers
+/// use), or one string whose levels are joined by the unit separator (`%1F`, as in Iceberg REST
+/// paths) or, when no level contains one, by `.` (`"sales.emea"`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum NamespaceParam {
+    Levels(Vec<String>),
+    Joined(String),
+}
+
+impl NamespaceParam {
+    fn levels(self) -> Vec<String> {
+        match self {
+            Self::Levels(levels) => levels,
+            Self::Joined(joined) => split_namespace(&joined),
+        }
+    }
+}
+
+/// A namespace given as one string: levels joined by the unit separator (one trailing separator
+/// is dropped, so that `a.b%1F` names the one level `a.b`), else by `.`.
+pub fn split_namespace(joined: &str) -> Vec<String> {
+    const US: char = icegate_catalog::ident::NAMESPACE_SEPARATOR;
+    if joined.contains(US) {
+        joined.strip_suffix(US).unwrap_or(joined).split(US).map(str::to_owned).collect()
+    } else {
+        joined.split('.').map(str::to_owned).collect()
+    }
+}
+
+/// A securable: `server`; `warehouse` (+ `warehouse`); `namespace` (+ `namespace`);
 /// `table` or `view` (+ `name`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -74,19 +121,23 @@ pub struct Securable {
     #[serde(rename = "type")]
     pub kind: String,
     pub warehouse: Option<String>,
-    pub namespace: Option<Vec<String>>,
+    /// Its levels as an array, or one string: levels joined by `%1F` (the unit separator) or `.`.
+    pub namespace: Option<NamespaceParam>,
     pub name: Option<String>,
 }
 
 impl Securable {
     fn parse(&self) -> Result<SecurableRef, ApiError> {
+        let namespace = self.namespace.clone().map(NamespaceParam::levels).map(NamespaceIdent::from_levels).transpose();
+        let namespace = namespace.map_err(|e| ApiError::bad_request(format!("securable.namespace: {e}")))?;
         let securable = SecurableRef {
-            kind: SecurableType::parse(&self.kind)?,
+            kind: SecurableType::parse(&self.kind)
+                .map_err(|e| ApiError::bad_request(format!("securable.type: {e}")))?,
             warehouse: self.warehouse.clone(),
-            namespace: self.namespace.clone().map(NamespaceIdent::from_levels).transpose()?,
+            namespace,
             name: self.name.clone(),
         };
-        securable.validate()?;
+        securable.validate().map_err(|e| ApiError::bad_request(format!("securable: {e}")))?;
         Ok(securable)
     }
 
@@ -94,7 +145,7 @@ impl Securable {
         Self {
             kind: securable.kind.as_str().to_owned(),
             warehouse: securable.warehouse.clone(),
-            namespace: securable.namespace.as_ref().map(|n| n.levels().to_vec()),
+            namespace: securable.namespace.as_ref().map(|n| NamespaceParam::Levels(n.levels().to_vec())),
             name: securable.name.clone(),
         }
     }
@@ -132,8 +183,12 @@ impl From<GrantRecord> for GrantResponse {
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 pub struct ListGrantsResponse {
     pub grants: Vec<GrantResponse>,
+    /// Present when more grants follow: pass it as `pageToken`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_page_token: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -143,6 +198,22 @@ pub struct ListGrantsQuery {
     pub role: Option<String>,
     /// The effective grants of this principal (through its roles; unexpired only).
     pub principal: Option<String>,
+    /// Only grants of this privilege.
+    pub privilege: Option<String>,
+    /// Only grants on securables of this type (server, warehouse, namespace, table, view).
+    #[serde(rename = "type")]
+    #[param(rename = "type")]
+    pub kind: Option<String>,
+    /// Only grants in (or on) this warehouse.
+    pub warehouse: Option<String>,
+    /// Where the page starts: the `next-page-token` of the previous page; empty for the first.
+    #[serde(rename = "pageToken")]
+    #[param(rename = "pageToken")]
+    pub page_token: Option<String>,
+    /// The most grants a page holds (1-1000); with it or `pageToken`, the answer is paginated.
+    #[serde(rename = "pageSize")]
+    #[param(rename = "pageSize")]
+    pub page_size: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -153,12 +224,13 @@ pub struct GrantsOnQuery {
     #[param(rename = "type")]
     pub kind: String,
     pub warehouse: Option<String>,
-    /// Levels separated by `%1F`.
+    /// Levels joined by `%1F` (the unit separator) or, when no level contains one, by `.`.
     pub namespace: Option<String>,
     pub name: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "kebab-case")]
 pub struct WhoAmIResponse {
     /// The principal's name; `null` when authentication is off.
     pub principal: Option<String>,
@@ -168,12 +240,16 @@ pub struct WhoAmIResponse {
     pub authentication: String,
 }
 
-fn principal_response(p: icegate_catalog::access::PrincipalRecord) -> PrincipalResponse {
+fn principal_response((p, roles): (icegate_catalog::access::PrincipalRecord, Vec<String>)) -> PrincipalResponse {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     PrincipalResponse {
+        id: p.id,
         name: p.name,
         display_name: p.display_name,
         client_id: p.client_id,
         secret_version: p.secret_version,
+        previous_secret_expires_at_ms: p.previous_secret_until_ms.filter(|until| *until > now),
+        roles,
         created_at_ms: p.created_at_ms,
     }
 }
@@ -249,19 +325,30 @@ pub async fn delete_principal(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Rotate a principal's client secret (the new secret is shown once)
+/// Rotate a principal's client secret (the new secret is shown once); server admins, and the
+/// principal itself. The body is optional: `{"grace-period-seconds": N}` keeps the replaced
+/// secret, and tokens issued under it, working for N seconds.
 #[utoipa::path(post, path = "/management/v1/principals/{name}/rotate-secret", tag = "Access control", operation_id = "rotatePrincipalSecret",
     params(("name" = String, Path, description = "Principal name")),
+    request_body(content = Option<RotateSecretRequest>, description = "Optional: the replaced secret's grace period"),
     responses(
         (status = 200, description = "The new credentials, shown once", body = PrincipalCredentials),
+        (status = 400, description = "Invalid grace period", body = IcebergErrorResponse),
         (status = 404, description = "No such principal", body = IcebergErrorResponse),
     ))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
     Context(ctx): Context,
     Path(name): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<PrincipalCredentials>, ApiError> {
-    Ok(Json(credentials(state.access.rotate_secret(&ctx, &name).await?)))
+    let request: RotateSecretRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RotateSecretRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))?
+    };
+    let grace = request.grace_period_seconds.map(std::time::Duration::from_secs);
+    Ok(Json(credentials(state.access.rotate_secret(&ctx, &name, grace).await?)))
 }
 
 /// Create a role
@@ -395,12 +482,15 @@ pub async fn revoke(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// List the grants of a role, or a principal's effective grants
+/// List grants: every grant (server admins), narrowed by role, principal (its effective grants;
+/// the principal itself may list its own), privilege, securable type or warehouse; paginated
+/// with `pageToken`/`pageSize`
 #[utoipa::path(get, path = "/management/v1/grants", tag = "Access control", operation_id = "listGrants",
     params(ListGrantsQuery),
     responses(
-        (status = 200, description = "The grants", body = ListGrantsResponse),
-        (status = 400, description = "Neither role nor principal given", body = IcebergErrorResponse),
+        (status = 200, description = "The grants, in a stable order", body = ListGrantsResponse),
+        (status = 400, description = "An invalid parameter (named in the message)", body = IcebergErrorResponse),
+        (status = 403, description = "Without admin on the server (and not the principal listed)", body = IcebergErrorResponse),
         (status = 404, description = "No such role or principal", body = IcebergErrorResponse),
     ))]
 pub async fn list_grants(
@@ -408,8 +498,62 @@ pub async fn list_grants(
     Context(ctx): Context,
     Query(query): Query<ListGrantsQuery>,
 ) -> Result<Json<ListGrantsResponse>, ApiError> {
-    let grants = state.access.list_grants(&ctx, query.role.as_deref(), query.principal.as_deref()).await?;
-    Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect() }))
+    let privilege = query
+        .privilege
+        .as_deref()
+        .map(Privilege::parse)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("privilege: {e}")))?;
+    let securable_type = query
+        .kind
+        .as_deref()
+        .map(SecurableType::parse)
+        .transpose()
+        .map_err(|e| ApiError::bad_request(format!("type: {e}")))?;
+    let paginated = query.page_token.is_some() || query.page_size.is_some();
+    let page_size = query.page_size.unwrap_or(icegate_catalog::management::MAX_GRANTS_PAGE);
+    let after_id = match query.page_token.as_deref() {
+        None | Some("") => None,
+        Some(token) => Some(decode_page_token(token)?),
+    };
+    let filter = icegate_catalog::access::GrantFilter {
+        role: query.role,
+        privilege,
+        securable_type,
+        warehouse: query.warehouse,
+        after_id,
+        // One more than the page, to know whether another follows.
+        limit: paginated.then_some(page_size + 1),
+        ..Default::default()
+    };
+    if paginated && !(1..=icegate_catalog::management::MAX_GRANTS_PAGE).contains(&page_size) {
+        return Err(ApiError::bad_request(format!(
+            "pageSize must be between 1 and {}",
+            icegate_catalog::management::MAX_GRANTS_PAGE
+        )));
+    }
+    let mut grants = state.access.list_grants(&ctx, query.principal.as_deref(), filter).await?;
+    let mut next_page_token = None;
+    if paginated && grants.len() > page_size {
+        grants.truncate(page_size);
+        next_page_token = grants.last().map(|g| encode_page_token(&g.id));
+    }
+    Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect(), next_page_token }))
+}
+
+/// A grant listing's page token: the last grant id seen, base64url.
+fn encode_page_token(id: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id)
+}
+
+fn decode_page_token(token: &str) -> Result<String, ApiError> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(|| ApiError::bad_request("pageToken: not a page token this server handed out"))
 }
 
 /// Who can do what here: every unexpired grant that applies to a securable, including those
@@ -429,12 +573,12 @@ pub async fn grants_on(
     let securable = Securable {
         kind: query.kind,
         warehouse: query.warehouse,
-        namespace: query.namespace.map(|n| n.split('\u{1f}').map(str::to_owned).collect()),
+        namespace: query.namespace.map(NamespaceParam::Joined),
         name: query.name,
     }
     .parse()?;
     let grants = state.access.grants_on(&ctx, &securable).await?;
-    Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect() }))
+    Ok(Json(ListGrantsResponse { grants: grants.into_iter().map(Into::into).collect(), next_page_token: None }))
 }
 
 /// The caller's principal, roles and server-level privileges

@@ -213,7 +213,7 @@ async fn the_admin_may_do_everything(app: TestApp) {
     assert_eq!(status, 200);
     assert_eq!(body["principal"], "admin");
     assert_eq!(body["roles"], json!(["admin"]));
-    assert_eq!(body["server_privileges"], json!(["admin"]));
+    assert_eq!(body["server-privileges"], json!(["admin"]));
     let (_, list) = call(&app, &admin, Method::GET, "/v1/{prefix}/namespaces", None).await;
     assert_eq!(list["namespaces"], json!([["db"], ["other"]]));
     assert_eq!(
@@ -551,7 +551,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
     let (_, roles) = call(&app, &admin, Method::GET, "/management/v1/roles", None).await;
     assert_eq!(roles["roles"].as_array().unwrap().len(), 2);
     let (_, me) = call(&app, &admin, Method::GET, "/management/v1/whoami", None).await;
-    assert_eq!(me["server_privileges"], json!(["admin"]), "the admin's grant is still there: {me}");
+    assert_eq!(me["server-privileges"], json!(["admin"]), "the admin's grant is still there: {me}");
 }
 
 /// unregisterTable answers with the table's metadata: `drop` alone does not let its holder read

@@ -129,7 +129,7 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
     );
     let (_, me) = call(&app, &mallory, Method::GET, "/management/v1/whoami", None).await;
     assert_eq!(me["principal"], "mallory-1@idp", "named by subject, not by the username it chose");
-    assert_eq!(me["server_privileges"], json!([]), "{me}");
+    assert_eq!(me["server-privileges"], json!([]), "{me}");
     assert_eq!(me["roles"], json!([]), "admin is not claimable by this issuer: {me}");
     let (status, _) = call(&app, &mallory, Method::GET, "/management/v1/principals", None).await;
     assert_eq!(status, 403);
@@ -142,7 +142,7 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
     )
     .await;
     let (_, me) = call(&trusted, &mallory, Method::GET, "/management/v1/whoami", None).await;
-    assert_eq!(me["server_privileges"], json!(["admin"]), "{me}");
+    assert_eq!(me["server-privileges"], json!(["admin"]), "{me}");
     assert_eq!(call(&trusted, &mallory, Method::GET, "/management/v1/principals", None).await.0, 200);
 
     // A role the operator did not make claimable for this issuer is never joined by a claim,
