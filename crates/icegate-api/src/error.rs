@@ -82,6 +82,7 @@ impl From<CatalogError> for ApiError {
             E::Forbidden(m) => Self::new(StatusCode::FORBIDDEN, "ForbiddenException", m),
             E::NamespaceNotEmpty(m) => Self::new(StatusCode::CONFLICT, "NamespaceNotEmptyException", m),
             E::WarehouseNotEmpty(m) => Self::new(StatusCode::CONFLICT, "WarehouseNotEmptyException", m),
+            E::Conflict(m) => Self::new(StatusCode::CONFLICT, "ConflictException", m),
             E::Unprocessable(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "UnprocessableEntityException", m),
             E::CommitFailed(m) => Self::new(StatusCode::CONFLICT, "CommitFailedException", m),
             E::CommitStateUnknown(m) => Self::new(StatusCode::INTERNAL_SERVER_ERROR, "CommitStateUnknownException", m),
@@ -135,7 +136,18 @@ pub(crate) fn error_response(status: StatusCode, r#type: &str, message: String) 
     let body = IcebergErrorResponse { error: ErrorModel { message, r#type: r#type.to_owned(), code: status.as_u16() } };
     let mut response = (status, axum::Json(body)).into_response();
     response.extensions_mut().insert(IcebergBody);
+    with_challenge(&mut response);
     response
+}
+
+/// A 401 says how to authenticate (RFC 9110 §11.6.1): a bearer token from `/v1/oauth/tokens`.
+fn with_challenge(response: &mut Response) {
+    if response.status() == StatusCode::UNAUTHORIZED {
+        response
+            .headers_mut()
+            .entry(header::WWW_AUTHENTICATE)
+            .or_insert(header::HeaderValue::from_static("Bearer realm=\"icegate\""));
+    }
 }
 
 /// Marks `response` as already carrying an Iceberg error body (a replayed one).

@@ -48,7 +48,7 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
                 ApiError::new(
                     status,
                     "RequestEntityTooLargeException",
-                    "Request body is larger than the configured limit",
+                    "the request body is larger than the limit (server.max_body_bytes)",
                 )
             } else {
                 ApiError::new(status, "BadRequestException", other.body_text())

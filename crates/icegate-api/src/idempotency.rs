@@ -263,12 +263,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let request_body = match axum::body::to_bytes(body, state.max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "BadRequestException",
-                format!("request body larger than {} bytes or unreadable", state.max_body_bytes),
-            )
-            .into_response();
+            return crate::body_memory::too_large(state.max_body_bytes, "server.max_body_bytes").into_response();
         }
     };
     let fingerprint = Fingerprint::of(&parts, &request_body);

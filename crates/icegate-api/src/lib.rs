@@ -122,7 +122,18 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
         .on_response(DefaultOnResponse::new().level(tracing::Level::INFO));
     // Each `layer` call wraps everything before it, so the first is innermost: limits apply
     // closest to the handlers, the Iceberg error rewrite sees every response last.
+    // The documents this server implements, fetchable by clients and operators (no secrets in
+    // them, so public like the probes).
+    let yaml = |text: String| {
+        let body = axum::body::Bytes::from(text);
+        axum::routing::get(move || {
+            let body = body.clone();
+            async move { ([(axum::http::header::CONTENT_TYPE, "application/yaml")], body) }
+        })
+    };
     router
+        .route("/openapi/catalog.yaml", yaml(documents.iceberg_rest_yaml()))
+        .route("/openapi/management.yaml", yaml(documents.management_yaml()))
         .fallback(error::no_such_route)
         .with_state(state.clone())
         // The tower-http limit also covers bodies without a Content-Length; axum's own default

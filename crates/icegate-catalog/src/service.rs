@@ -318,7 +318,10 @@ impl Catalog {
     async fn check_profile(&self, name: &WarehouseName, root: &StorageRoot, profile: &StorageProfile) -> Result<()> {
         validate_profile(root, profile)?;
         if matches!(profile, StorageProfile::File) {
-            return Ok(());
+            return match root.local_path() {
+                Some(dir) => prepare_local_root(dir).await,
+                None => Ok(()),
+            };
         }
         let vendor = self
             .vendor
@@ -597,4 +600,28 @@ impl Catalog {
         removals.dedup();
         self.store.update_namespace_properties(&ctx.write(), &warehouse.id, &namespace, &updates, &removals).await
     }
+}
+
+/// A `file://` warehouse's directory, made ready the way the default warehouse's is at start-up:
+/// created if missing, then a probe file written and removed, so a root the server cannot write
+/// is refused now (400, with the cause) rather than at the first table.
+pub async fn prepare_local_root(dir: &str) -> Result<()> {
+    let dir = std::path::PathBuf::from(dir);
+    let probe = dir.join(format!(".icegate-probe-{}", uuid::Uuid::now_v7()));
+    let outcome = tokio::task::spawn_blocking({
+        let (dir, probe) = (dir.clone(), probe.clone());
+        move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir)?;
+            std::fs::write(&probe, b"icegate")?;
+            std::fs::remove_file(&probe)
+        }
+    })
+    .await
+    .map_err(|e| CatalogError::Internal(anyhow::anyhow!("probing {}: {e}", dir.display())))?;
+    outcome.map_err(|e| {
+        CatalogError::BadRequest(format!(
+            "storage root file://{}: the server cannot create and write that directory ({e})",
+            dir.display()
+        ))
+    })
 }

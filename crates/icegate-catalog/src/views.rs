@@ -105,13 +105,7 @@ impl Catalog {
         }
         let location = match &request.location {
             Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
-            None => format!(
-                "{}/{}/{}-{}",
-                warehouse.storage_root.as_str(),
-                view.namespace.levels().join("/"),
-                view.name,
-                uuid::Uuid::new_v4().simple()
-            ),
+            None => Self::default_location_of(&warehouse, &view.namespace, &view.name, "view")?,
         };
         // Authorized: the schema is walked against the limits, room for what it builds is
         // taken in the commit budget, and only then is it built.

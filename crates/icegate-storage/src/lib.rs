@@ -113,6 +113,11 @@ async fn local_io<T: Send + 'static>(
 ) -> Result<T> {
     match tokio::task::spawn_blocking(operation).await {
         Ok(Ok(value)) => Ok(value),
+        // A path the file system cannot hold fails the same way at every retry: a 400 naming
+        // it, not a 503 inviting the client to try again.
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::InvalidFilename => Err(CatalogError::bad_request(format!(
+            "{location} is longer than the file system allows ({e}); use shorter names or a shorter location"
+        ))),
         Ok(Err(e)) => {
             tracing::warn!(%location, error = %e, "local storage failed {what}");
             Err(CatalogError::Unavailable(format!("local storage failed {what} {location}")))

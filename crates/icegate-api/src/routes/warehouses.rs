@@ -145,27 +145,39 @@ impl UnsealedProfile for StorageProfileInput {
     }
 }
 
-/// A stored storage profile without its secrets.
+/// A stored storage profile without its secrets; fields that do not apply to its type are absent.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct StorageProfileView {
     /// `file` or `s3`.
     #[serde(rename = "type")]
     pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub path_style_access: Option<bool>,
     /// `static` or `default-chain`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub credentials_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub access_key_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sts_role_arn: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sts_endpoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sts_session_duration_seconds: Option<u32>,
     /// Whether an STS external id is set (the value is not returned).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub sts_external_id_set: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vending: Option<String>,
     /// True for vending mode `static`: clients receive the warehouse's own, unscoped keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vends_unscoped_keys: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub delegate_by_default: Option<bool>,
 }
 

@@ -10,6 +10,7 @@ mod local_files;
 mod management;
 mod namespaces;
 mod oidc;
+mod operators;
 mod reference;
 mod schemas;
 mod tables;

@@ -132,7 +132,7 @@ impl Catalog {
         let staged_ids = super::fresh_ids::ids_of(&schema);
         let location = match location {
             Some(location) => location_inside(warehouse.storage_root.as_str(), &location)?,
-            None => Self::default_location(warehouse, &change.table),
+            None => Self::default_location(warehouse, &change.table)?,
         };
         let seed = TableMetadataBuilder::new(
             schema,

@@ -32,7 +32,7 @@ impl Catalog {
         }
         let location = match &request.location {
             Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
-            None => Self::default_location(&warehouse, &table),
+            None => Self::default_location(&warehouse, &table)?,
         };
         let mut properties = request.properties;
         let format_version = match properties.remove(PROPERTY_FORMAT_VERSION).as_deref() {

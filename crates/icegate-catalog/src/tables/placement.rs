@@ -10,15 +10,40 @@ use crate::store::Warehouse;
 
 use super::TableIdent;
 
+/// The longest table or view name created at its default location: 255 bytes of a path
+/// component, less the `-` and 32 hex digits that follow the name.
+pub const MAX_DEFAULT_LOCATION_NAME_BYTES: usize = 255 - 33;
+
 impl Catalog {
-    pub(crate) fn default_location(warehouse: &Warehouse, table: &TableIdent) -> String {
-        format!(
+    pub(crate) fn default_location(warehouse: &Warehouse, table: &TableIdent) -> Result<String> {
+        Self::default_location_of(warehouse, &table.namespace, &table.name, "table")
+    }
+
+    /// `<namespace dir>/<name>-<32 hex digits>`: one storage path component, which file systems
+    /// cap at 255 bytes, so a name longer than [`MAX_DEFAULT_LOCATION_NAME_BYTES`] is refused
+    /// here (400) rather than failing in storage. A table or view given a `location` may have a
+    /// longer name.
+    pub(crate) fn default_location_of(
+        warehouse: &Warehouse,
+        namespace: &NamespaceIdent,
+        name: &str,
+        what: &str,
+    ) -> Result<String> {
+        if name.len() > MAX_DEFAULT_LOCATION_NAME_BYTES {
+            return Err(CatalogError::bad_request(format!(
+                "{what} name is {} bytes long; at its default location (a directory `<name>-<32 hex digits>`, \
+                 one path component of at most 255 bytes) the limit is {MAX_DEFAULT_LOCATION_NAME_BYTES} bytes: \
+                 choose a shorter name or give a location",
+                name.len()
+            )));
+        }
+        Ok(format!(
             "{}/{}/{}-{}",
             warehouse.storage_root.as_str(),
-            table.namespace.levels().join("/"),
-            table.name,
+            namespace.levels().join("/"),
+            name,
             uuid::Uuid::new_v4().simple()
-        )
+        ))
     }
 
     /// The directory of a namespace's tables and views: where their default locations go.
