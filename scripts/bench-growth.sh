@@ -21,7 +21,7 @@ trap cleanup EXIT
 start() {
   local started
   started=$(date +%s%N)
-  RUST_LOG=warn ${ICEGATE_BENCH_DATABASE_URL:+ICEGATE__DATABASE__URL="$ICEGATE_BENCH_DATABASE_URL"} \
+  RUST_LOG=warn ${ICEGATE_BENCH_DATABASE_URL:+ICEGATE__DATABASE__URL="$ICEGATE_BENCH_DATABASE_URL" ICEGATE__CATALOG__CREATE_DEFAULT_WAREHOUSE=true} \
     "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>>"$work/icegate.err" &
   pid=$!
   until curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null; do sleep 0.005; done

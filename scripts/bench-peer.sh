@@ -116,7 +116,7 @@ run_sqlite() {
 run_postgres() {
   database="icegate_peer_$$"
   psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
-  env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 \
+  env "${icegate_env[@]}" ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=16 ICEGATE__CATALOG__CREATE_DEFAULT_WAREHOUSE=true \
     "$icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/postgres-$1" 2>"$work/catalog.err" &
   pid=$!
   wait_ready "http://127.0.0.1:$PORT/ready"

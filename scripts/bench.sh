@@ -34,7 +34,7 @@ case "$store" in
   postgres)
     database="icegate_bench_$$"
     psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
-    env+=(ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=32)
+    env+=(ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=32 ICEGATE__CATALOG__CREATE_DEFAULT_WAREHOUSE=true)
     ;;
   *) echo "unknown store $store (sqlite or postgres)" >&2; exit 2 ;;
 esac

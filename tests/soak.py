@@ -46,7 +46,11 @@ def main():
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="icegate-soak-"))
-    env = {"ICEGATE__DATABASE__URL": args.database_url} if args.database_url else {}
+    env = (
+        {"ICEGATE__DATABASE__URL": args.database_url, "ICEGATE__CATALOG__CREATE_DEFAULT_WAREHOUSE": "true"}
+        if args.database_url
+        else {}
+    )
     server = Server(workdir, [], env).start()
     base = server.uri
     with urllib.request.urlopen(f"{base}/v1/config") as r:

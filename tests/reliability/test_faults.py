@@ -108,7 +108,13 @@ def own_postgres(tmp_path):
 
 def test_a_database_outage_fails_fast_and_heals_by_itself(tmp_path, own_postgres):
     server = Server(
-        tmp_path, [], {"ICEGATE__DATABASE__URL": own_postgres.url, "ICEGATE__DATABASE__ACQUIRE_TIMEOUT": "1s"}
+        tmp_path,
+        [],
+        {
+            "ICEGATE__DATABASE__URL": own_postgres.url,
+            "ICEGATE__DATABASE__ACQUIRE_TIMEOUT": "1s",
+            "ICEGATE__CATALOG__CREATE_DEFAULT_WAREHOUSE": "true",
+        },
     ).start()
     try:
         prefix, _ = make_table(server)

@@ -58,6 +58,25 @@ impl Database {
         &self.url
     }
 
+    /// The database as an operator names it (no password): `PostgreSQL at host:port, database
+    /// `x` as user `y``, or the SQLite file.
+    pub fn describe(&self) -> String {
+        match &self.kind {
+            Kind::Postgres => match sqlx::postgres::PgConnectOptions::from_str(&self.url) {
+                Ok(options) => format!(
+                    "PostgreSQL at {}:{}, database `{}` as user `{}`",
+                    options.get_host(),
+                    options.get_port(),
+                    options.get_database().unwrap_or(options.get_username()),
+                    options.get_username()
+                ),
+                Err(_) => "PostgreSQL".to_owned(),
+            },
+            Kind::SqliteFile(path) => format!("the SQLite database {}", path.display()),
+            Kind::SqliteMemory => "an in-memory SQLite database".to_owned(),
+        }
+    }
+
     pub fn backend(&self) -> Backend {
         match self.kind {
             Kind::Postgres => Backend::Postgres,

@@ -60,6 +60,8 @@ pub struct SqlStore {
     writers: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// Single-table metadata swaps committed in groups (see `group_commit`).
     group: Option<std::sync::Arc<group_commit::GroupCommit>>,
+    /// The database the URL named, for messages and a direct connection attempt.
+    database: std::sync::Arc<(Database, std::time::Duration)>,
 }
 
 /// A write transaction, holding its turn among this process's SQLite writers until it commits
@@ -150,7 +152,8 @@ impl SqlStore {
             (Backend::Sqlite, None) => None,
         };
         let group = Some(std::sync::Arc::new(group_commit::GroupCommit::new(own)));
-        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group })
+        let database = std::sync::Arc::new((database, options.acquire_timeout));
+        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group, database })
     }
 
     /// SQLite: how many reads ran in place on the request's thread, and how many were handed
@@ -179,6 +182,30 @@ impl SqlStore {
     /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock while it migrates,
     /// so replicas starting together apply each migration exactly once; on SQLite the database
     /// file's write lock serialises them.
+    /// Connects once, or says why not: which database (host, port, name, user) and the cause
+    /// (the pool reports only that it timed out, so a direct attempt is made to learn why).
+    pub async fn check_connection(&self) -> anyhow::Result<()> {
+        let Err(err) = self.pool.acquire().await else {
+            return Ok(());
+        };
+        let (database, timeout) = &*self.database;
+        let cause = match (&err, self.backend) {
+            (sqlx::Error::PoolTimedOut, Backend::Postgres) => {
+                use sqlx::Connection;
+                match tokio::time::timeout(*timeout, sqlx::postgres::PgConnection::connect(database.url())).await {
+                    Ok(Err(direct)) => direct.to_string(),
+                    Ok(Ok(connection)) => {
+                        let _ = connection.close().await;
+                        format!("{err} (a direct connection succeeded: is database.max_connections too low?)")
+                    }
+                    Err(_) => format!("no answer within {} s", timeout.as_secs_f32()),
+                }
+            }
+            _ => err.to_string(),
+        };
+        anyhow::bail!("cannot connect to {}: {cause}", database.describe())
+    }
+
     pub async fn migrate(&self) -> anyhow::Result<()> {
         let migrator = match self.backend {
             Backend::Postgres => &POSTGRES_MIGRATIONS,

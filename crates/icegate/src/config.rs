@@ -151,8 +151,10 @@ pub struct DatabaseConfig {
 pub struct CatalogConfig {
     /// The warehouse `/v1/config` answers for when the client names none; empty for none.
     pub default_warehouse: Option<String>,
-    /// Create `default_warehouse` at start-up when it does not exist.
-    pub create_default_warehouse: bool,
+    /// Create `default_warehouse` at start-up when it does not exist. Unset: yes on SQLite; on
+    /// PostgreSQL (a deployment of replicas, where a `file://` root under one replica's working
+    /// directory is no warehouse) only when `default_warehouse_root` is set.
+    pub create_default_warehouse: Option<bool>,
     /// Storage root for that warehouse; unset means `file://<data_dir>/warehouse`.
     pub default_warehouse_root: Option<String>,
     /// How long a client may retry a mutation with the same `Idempotency-Key`.
@@ -216,7 +218,7 @@ impl SchemaLimitsConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Text,
@@ -272,7 +274,7 @@ impl Default for CatalogConfig {
     fn default() -> Self {
         Self {
             default_warehouse: Some("default".into()),
-            create_default_warehouse: true,
+            create_default_warehouse: None,
             default_warehouse_root: None,
             idempotency_key_lifetime: Duration::from_secs(30 * 60),
             metadata_cache_bytes: icegate_catalog::service::DEFAULT_METADATA_CACHE_BYTES,
@@ -292,20 +294,42 @@ impl Default for LogConfig {
 }
 
 /// Values given on the command line; each one set overrides every other source.
-#[derive(Debug, Default, Clone, clap::Args)]
+#[derive(Debug, Default, Clone)]
 pub struct Overrides {
+    pub config: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub database_url: Option<String>,
+    pub no_migrate: bool,
+    pub insecure_no_auth: bool,
+    pub log_format: Option<LogFormat>,
+}
+
+/// The flags every subcommand that reads the configuration takes.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ConfigArgs {
     /// TOML configuration file.
     #[arg(long, env = "ICEGATE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Directory of the embedded default's database and warehouse (`data_dir`).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Address to listen on (`server.listen`).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
     /// `postgres://...` or `sqlite://...` (`database.url`).
     #[arg(long, value_name = "URL")]
     pub database_url: Option<String>,
+    /// How log lines are written (`log.format`).
+    #[arg(long, value_name = "FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// `icegate serve`'s flags.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub common: ConfigArgs,
+    /// Address to listen on (`server.listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
     /// Do not apply migrations at start-up (`database.run_migrations = false`).
     #[arg(long)]
     pub no_migrate: bool,
@@ -313,9 +337,29 @@ pub struct Overrides {
     /// (`auth.allow_unauthenticated_remote = true`). Never in production.
     #[arg(long)]
     pub insecure_no_auth: bool,
-    /// `text` or `json` (`log.format`).
-    #[arg(long, value_name = "FORMAT")]
-    pub log_format: Option<String>,
+}
+
+impl ConfigArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            log_format: self.log_format,
+            ..Overrides::default()
+        }
+    }
+}
+
+impl ServeArgs {
+    pub fn overrides(&self) -> Overrides {
+        Overrides {
+            listen: self.listen,
+            no_migrate: self.no_migrate,
+            insecure_no_auth: self.insecure_no_auth,
+            ..self.common.overrides()
+        }
+    }
 }
 
 /// Loads the configuration from every source, in order of precedence.
@@ -343,7 +387,7 @@ pub fn load(overrides: &Overrides) -> anyhow::Result<Config> {
     if overrides.insecure_no_auth {
         figment = figment.merge(("auth.allow_unauthenticated_remote", true));
     }
-    if let Some(format) = &overrides.log_format {
+    if let Some(format) = overrides.log_format {
         figment = figment.merge(("log.format", format));
     }
     let mut config: Config = figment.extract().map_err(describe)?;
@@ -369,12 +413,16 @@ fn describe(errors: figment::Error) -> anyhow::Error {
                 }
                 Some(m) => match &m.source {
                     Some(source) => format!("{} {source}", m.name),
+                    // Flags are merged as (key, value) pairs, which carry no source.
+                    None if m.name.starts_with('(') => "the command line".to_owned(),
                     None => m.name.to_string(),
                 },
                 None => "unknown source".to_owned(),
             };
             let key = if key.is_empty() { "(top level)".to_owned() } else { key };
-            format!("  - {key}: {} (from {source})", e.kind)
+            // figment quotes a list of expected values that it has quoted already.
+            let what = e.kind.to_string().replace("``", "`");
+            format!("  - {key}: {what} (from {source})")
         })
         .collect();
     anyhow::anyhow!("invalid configuration:\n{}", lines.join("\n"))
@@ -487,6 +535,19 @@ impl Config {
             .default_warehouse_root
             .clone()
             .unwrap_or_else(|| format!("file://{}", self.data_dir.join("warehouse").display()))
+    }
+
+    /// Whether start-up creates the default warehouse (see `catalog.create_default_warehouse`).
+    pub fn creates_default_warehouse(&self) -> bool {
+        self.catalog.default_warehouse.is_some()
+            && self
+                .catalog
+                .create_default_warehouse
+                .unwrap_or_else(|| !self.uses_postgres() || self.catalog.default_warehouse_root.is_some())
+    }
+
+    pub fn uses_postgres(&self) -> bool {
+        self.database.url.as_deref().is_some_and(|url| url.starts_with("postgres"))
     }
 
     pub fn uses_embedded_database(&self) -> bool {

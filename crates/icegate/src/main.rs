@@ -18,7 +18,7 @@ use icegate_store::{SqlStore, StoreOptions};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{AuthMode, Config, LogFormat, Overrides};
+use crate::config::{AuthMode, Config, ConfigArgs, LogFormat, ServeArgs};
 
 #[derive(Parser)]
 #[command(name = "icegate", version, about = "An Apache Iceberg REST catalog server")]
@@ -31,17 +31,32 @@ struct Cli {
 enum Command {
     /// Run the catalog. With no configuration: SQLite under ./icegate-data, a warehouse named
     /// `default`, listening on 127.0.0.1:8181.
-    Serve(Overrides),
+    Serve(ServeArgs),
     /// Apply pending database migrations and exit.
-    Migrate(Overrides),
+    Migrate(ConfigArgs),
     /// Create the `admin` principal (server admin) and print its credentials once.
-    Bootstrap(Overrides),
+    Bootstrap(BootstrapArgs),
+    /// Check the configuration (file, environment and flags) without starting anything: exit 0
+    /// when it is valid, 1 with every problem named.
+    CheckConfig(ConfigArgs),
     /// Write the generated OpenAPI documents (Iceberg REST surface and management API).
     Openapi {
         /// Directory to write `iceberg-rest.yaml` and `management.yaml` into.
         #[arg(long, default_value = "openapi")]
         out: std::path::PathBuf,
     },
+}
+
+#[derive(clap::Args)]
+struct BootstrapArgs {
+    #[command(flatten)]
+    common: ConfigArgs,
+    /// Break-glass for whoever runs the server, when no one can administer the catalog any
+    /// more: give the `admin` principal (created if missing) a new secret, and make it a member
+    /// of the `admin` role holding `admin` on the server. Reads and writes the database
+    /// directly; the old secret of `admin` stops working.
+    #[arg(long)]
+    recover: bool,
 }
 
 /// jemalloc rather than glibc's allocator: a catalog answers with documents of a few kilobytes,
@@ -73,9 +88,10 @@ fn main() -> std::process::ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(overrides) => serve(config::load(&overrides)?).await,
-            Command::Migrate(overrides) => migrate(config::load(&overrides)?).await,
-            Command::Bootstrap(overrides) => bootstrap(config::load(&overrides)?).await,
+            Command::Serve(args) => serve(config::load(&args.overrides())?).await,
+            Command::Migrate(args) => migrate(config::load(&args.overrides())?).await,
+            Command::Bootstrap(args) => bootstrap(config::load(&args.common.overrides())?, args.recover).await,
+            Command::CheckConfig(args) => check_config(&config::load(&args.overrides())?),
             Command::Openapi { out } => write_openapi(&out),
         }
     });
@@ -91,7 +107,11 @@ fn main() -> std::process::ExitCode {
 fn init_logging(config: &Config) -> anyhow::Result<()> {
     let filter = match std::env::var("RUST_LOG") {
         Ok(value) if !value.is_empty() => EnvFilter::try_new(value).context("invalid RUST_LOG")?,
-        _ => EnvFilter::try_new(&config.log.level).context("invalid configuration: log.level")?,
+        // PostgreSQL's notices (`relation "_sqlx_migrations" already exists, skipping` at every
+        // start) are not news at the default level; RUST_LOG can still ask for them.
+        _ => EnvFilter::try_new(&config.log.level)
+            .context("invalid configuration: log.level")?
+            .add_directive("sqlx::postgres::notice=warn".parse().expect("a valid directive")),
     };
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
@@ -113,31 +133,110 @@ fn store_options(config: &Config) -> StoreOptions {
 async fn migrate(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     let store = SqlStore::connect_lazy(&store_options(&config))?;
+    store.check_connection().await?;
     store.migrate().await?;
     println!("icegate: migrations applied ({})", store.backend());
     store.close().await;
     Ok(())
 }
 
-async fn bootstrap(config: Config) -> anyhow::Result<()> {
+async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
     init_logging(&config)?;
     let store = SqlStore::connect_lazy(&store_options(&config))?;
+    store.check_connection().await?;
     if config.database.run_migrations {
         store.migrate().await?;
     }
-    let (client_id, secret) = (icegate_catalog::auth::new_client_id(), icegate_catalog::auth::random_secret());
-    if !icegate_catalog::auth::bootstrap_admin(&store, &client_id, &secret).await? {
-        anyhow::bail!(
-            "an `admin` principal exists already; rotate its secret with \
-             POST /management/v1/principals/admin/rotate-secret"
+    let (new_client_id, secret) = (icegate_catalog::auth::new_client_id(), icegate_catalog::auth::random_secret());
+    let client_id = if recover {
+        let client_id = icegate_catalog::auth::recover_admin(&store, &new_client_id, &secret).await?;
+        // Until the audit trail exists, the log is where this is recorded.
+        tracing::warn!(
+            principal = "admin",
+            client_id = %client_id,
+            user = std::env::var("USER").unwrap_or_default(),
+            "bootstrap --recover: the admin principal has a new secret and admin on the server"
         );
-    }
-    println!("Created principal `admin` (server admin). Its secret is shown only now:");
+        println!("Recovered principal `admin` (server admin). Its new secret is shown only now:");
+        client_id
+    } else {
+        if !icegate_catalog::auth::bootstrap_admin(&store, &new_client_id, &secret).await? {
+            let admins = icegate_catalog::access::AccessStore::server_admins(&store).await?;
+            let hint = if admins.is_empty() {
+                "no principal holds admin on the server any more; `icegate bootstrap --recover` gives `admin`                  a new secret and admin again"
+            } else {
+                "rotate its secret with POST /management/v1/principals/admin/rotate-secret, or, if no one can,                  run `icegate bootstrap --recover`"
+            };
+            anyhow::bail!("an `admin` principal exists already; {hint}");
+        }
+        println!("Created principal `admin` (server admin). Its secret is shown only now:");
+        new_client_id
+    };
     println!("  client id:     {client_id}");
     println!("  client secret: {secret}");
-    println!("PyIceberg: load_catalog(\"icegate\", type=\"rest\", uri=..., credential=\"{client_id}:<secret>\")");
+    println!();
+    print_pyiceberg_snippet(&client_url(&config), &config, Some(&format!("{client_id}:{secret}")));
     store.close().await;
     Ok(())
+}
+
+fn check_config(config: &Config) -> anyhow::Result<()> {
+    println!("icegate: the configuration is valid");
+    println!(
+        "  database: {}",
+        if config.uses_embedded_database() {
+            "embedded SQLite"
+        } else if config.uses_postgres() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
+    );
+    println!("  listen:   {}", config.server.listen);
+    println!("  auth:     {}", if config.auth.mode == AuthMode::Required { "required" } else { "none" });
+    Ok(())
+}
+
+/// Where clients reach this catalog: `server.public_url`, else the listen address (a wildcard
+/// address as the loopback one).
+fn client_url(config: &Config) -> String {
+    if let Some(url) = &config.server.public_url {
+        return url.trim_end_matches('/').to_owned();
+    }
+    let mut address = config.server.listen;
+    if address.ip().is_unspecified() {
+        address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    format!("http://{address}")
+}
+
+/// A PyIceberg snippet that works as pasted (with `credential` filled in, or its placeholder
+/// named when authentication is required).
+fn print_pyiceberg_snippet(url: &str, config: &Config, credential: Option<&str>) {
+    let mut arguments = format!("\"icegate\", type=\"rest\", uri=\"{url}\"");
+    match credential {
+        Some(credential) => arguments.push_str(&format!(", credential=\"{credential}\"")),
+        None if config.auth.mode == AuthMode::Required => {
+            arguments.push_str(", credential=\"<client-id>:<client-secret>\"");
+        }
+        None => {}
+    }
+    let warehouse = config.catalog.default_warehouse.as_deref().filter(|_| config.creates_default_warehouse());
+    if let Some(name) = warehouse {
+        arguments.push_str(&format!(", warehouse=\"{name}\""));
+    }
+    println!("Connect with PyIceberg:");
+    println!();
+    println!("    from pyiceberg.catalog import load_catalog");
+    println!("    catalog = load_catalog({arguments})");
+    if warehouse.is_some() {
+        println!("    catalog.create_namespace(\"demo\")");
+    }
+    println!();
+    if credential.is_none() && config.auth.mode == AuthMode::Required {
+        println!("(`icegate bootstrap` creates the first principal and prints its client id and secret.)");
+        println!();
+    }
 }
 
 async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security> {
@@ -171,11 +270,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     // `serve` owns a SQLite file (one server per file; table heads kept in memory).
     let store = SqlStore::connect_owned(&store_options(&config))?;
+    store.check_connection().await?;
     if config.database.run_migrations {
         store.migrate().await?;
     }
     let default_warehouse = config.catalog.default_warehouse.as_deref().map(WarehouseName::parse).transpose()?;
-    if let (Some(name), true) = (&default_warehouse, config.catalog.create_default_warehouse) {
+    if let (Some(name), true) = (&default_warehouse, config.creates_default_warehouse()) {
         let root = StorageRoot::parse(&config.default_warehouse_root())?;
         if root.scheme() != "file" {
             anyhow::bail!(
@@ -184,7 +284,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             );
         }
         if let Some(dir) = root.local_path() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating warehouse directory {dir}"))?;
+            icegate_catalog::service::prepare_local_root(dir)
+                .await
+                .map_err(|e| anyhow::anyhow!("catalog.default_warehouse_root: {e}"))?;
         }
         store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
     }
@@ -273,7 +375,16 @@ async fn shutdown_signal() {
 }
 
 fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, warehouse: Option<&WarehouseName>) {
-    let url = format!("http://{address}");
+    let url = match &config.server.public_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => {
+            let mut address = address;
+            if address.ip().is_unspecified() {
+                address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            format!("http://{address}")
+        }
+    };
     let store = if config.uses_embedded_database() {
         format!("{backend} ({})", config.sqlite_path().display())
     } else {
@@ -289,16 +400,18 @@ fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, w
             "none (loopback only)"
         }
     );
-    if let Some(name) = warehouse {
-        println!("  default warehouse: {name} ({})", config.default_warehouse_root());
-        println!();
-        println!("Connect with PyIceberg:");
-        println!();
-        println!("    from pyiceberg.catalog import load_catalog");
-        println!("    catalog = load_catalog(\"icegate\", type=\"rest\", uri=\"{url}\", warehouse=\"{name}\")");
-        println!("    catalog.create_namespace(\"demo\")");
-        println!();
+    match warehouse {
+        Some(name) if config.creates_default_warehouse() => {
+            println!("  default warehouse: {name} ({})", config.default_warehouse_root());
+        }
+        Some(name) => println!(
+            "  default warehouse: {name}, not created on PostgreSQL (create warehouses with \
+             POST /management/v1/warehouses, or set catalog.create_default_warehouse = true)"
+        ),
+        None => println!("  default warehouse: none (clients name theirs with `warehouse`)"),
     }
+    println!();
+    print_pyiceberg_snippet(&url, config, None);
     // Let the banner reach a pipe before the first log line.
     use std::io::Write;
     let _ = std::io::stdout().flush();
