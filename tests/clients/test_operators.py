@@ -202,3 +202,83 @@ def test_every_refusal_carries_an_iceberg_body_even_before_the_app(tmp_path):
         assert get(server.uri, "/health")["status"] == "ok", "the server is unaffected"
     finally:
         server.stop()
+
+
+def call(uri: str, bearer: str, method: str, path: str, body=None) -> int:
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{uri}{path}", data, headers, method=method), timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+def test_two_last_admins_removing_each_other_leave_one_even_under_repeatable_read(tmp_path):
+    """The lockout guard counts admins after taking its lock; a database whose default isolation
+    is repeatable read would let both removals count the other as still there. Each round two
+    admins, the only ones, revoke each other's grant at the same moment: one wins, one is refused,
+    and an admin always remains."""
+    import threading
+
+    name = f"icegate_e2e_{uuid.uuid4().hex}"
+    psql(f"CREATE DATABASE {name}")
+    psql(f"ALTER DATABASE {name} SET default_transaction_isolation = 'repeatable read'")
+    env = {
+        "ICEGATE__DATABASE__URL": database_url(name),
+        "ICEGATE__AUTH__MODE": "required",
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": "race-admin",
+        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": "race-admin-secret-0123456789",
+    }
+    server = Server(tmp_path, [], env).start()
+    uri = server.uri
+    try:
+        survivor = token(uri, "race-admin", "race-admin-secret-0123456789")
+        leaving = ("DELETE", "/management/v1/roles/admin/principals/admin", None)
+        for round_ in range(6):
+            pair = []
+            for side in ("a", "b"):
+                principal = f"p{round_}{side}"
+                with urllib.request.urlopen(
+                    urllib.request.Request(
+                        f"{uri}/management/v1/principals",
+                        json.dumps({"name": principal}).encode(),
+                        {"Authorization": f"Bearer {survivor}", "Content-Type": "application/json"},
+                    ),
+                    timeout=30,
+                ) as r:
+                    created = json.load(r)
+                role = f"r{round_}{side}"
+                assert call(uri, survivor, "POST", "/management/v1/roles", {"name": role}) == 201
+                assert call(uri, survivor, "PUT", f"/management/v1/roles/{role}/principals/{principal}") == 204
+                grant = {"role": role, "privilege": "admin", "securable": {"type": "server"}}
+                assert call(uri, survivor, "POST", "/management/v1/grants", grant) == 201
+                pair.append((role, token(uri, created["client-id"], created["client-secret"])))
+            # The previous admins step down: the pair are now the only server admins.
+            if round_ == 0:
+                assert call(uri, survivor, *leaving) == 204
+            else:
+                assert call(uri, survivor, "DELETE", "/management/v1/grants", previous_grant) == 204
+            barrier, answers = threading.Barrier(2), {}
+
+            def revoke(mine, theirs):
+                barrier.wait()
+                grant = {"role": theirs[0], "privilege": "admin", "securable": {"type": "server"}}
+                answers[mine[0]] = call(uri, mine[1], "DELETE", "/management/v1/grants", grant)
+
+            threads = [
+                threading.Thread(target=revoke, args=(pair[0], pair[1])),
+                threading.Thread(target=revoke, args=(pair[1], pair[0])),
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert sorted(answers.values()) in ([204, 403], [204, 409]), answers
+            winner = next(side for side in pair if answers[side[0]] == 204)
+            survivor = winner[1]
+            assert get(uri, "/management/v1/whoami", survivor)["server-privileges"] == ["admin"], round_
+            previous_grant = {"role": winner[0], "privilege": "admin", "securable": {"type": "server"}}
+    finally:
+        server.stop()
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

@@ -76,7 +76,8 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     }
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let ctx = match authenticate(&state.security, authorization).await {
-        Ok(caller) => RequestContext::new(caller, state.security.authorizer.clone())
+        Ok((caller, previous_secret)) => RequestContext::new(caller, state.security.authorizer.clone())
+            .with_previous_secret(previous_secret)
             .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok())),
         Err(err) => return ApiError::from(err).into_response(),
     };
@@ -86,15 +87,21 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     response
 }
 
-async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<Caller, CatalogError> {
+/// The caller, and whether its token was issued under a secret replaced since (during the
+/// rotation's grace period).
+async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<(Caller, bool), CatalogError> {
     let TokenCaller { caller, secret_version } = security.authenticate(authorization).await?;
-    if let Caller::Principal { id, name } = &caller
-        && !security.authorizer.principal_active(id, secret_version).await?
-    {
-        tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
-        return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
+    let mut previous_secret = false;
+    if let Caller::Principal { id, name } = &caller {
+        match security.authorizer.principal_status(id, secret_version).await? {
+            Some(current) => previous_secret = !current,
+            None => {
+                tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
+                return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
+            }
+        }
     }
-    Ok(caller)
+    Ok((caller, previous_secret))
 }
 
 /// One line per request with what was decided. A principal's request answered with success
@@ -105,7 +112,7 @@ fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &
     ctx.with_decisions(|decisions| {
         let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         if decisions.is_empty() {
-            if response.status().is_success() && !UNDECIDED_ROUTES.contains(&route) {
+            if response.status().is_success() && !UNDECIDED_ROUTES.contains(&(method.as_str(), route)) {
                 tracing::error!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status,
                     "a request succeeded without an authorization decision");
             }
@@ -117,9 +124,14 @@ fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &
     });
 }
 
-/// Authenticated routes that any caller may use and that decide nothing: `whoami`, and the
-/// listing of a principal's own grants.
-const UNDECIDED_ROUTES: [&str; 2] = ["/management/v1/whoami", "/management/v1/grants"];
+/// Authenticated operations that decide nothing when a principal acts on itself: `whoami`, the
+/// listing of its own grants, and the rotation of its own secret (each compares the caller's id
+/// with the principal's).
+const UNDECIDED_ROUTES: [(&str, &str); 3] = [
+    ("GET", "/management/v1/whoami"),
+    ("GET", "/management/v1/grants"),
+    ("POST", "/management/v1/principals/{name}/rotate-secret"),
+];
 
 #[cfg(test)]
 mod tests {

@@ -348,7 +348,7 @@ pub trait AccessStore: Send + Sync + 'static {
     /// `previous_until_ms`, the replaced secret keeps working until then.
     async fn set_principal_secret(
         &self,
-        name: &str,
+        id: &str,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> crate::Result<PrincipalRecord>;
@@ -465,6 +465,13 @@ impl Authorizer {
     /// before its secret was rotated, stop working at once on this replica (both invalidate)
     /// and within the TTL on others.
     pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
+        Ok(self.principal_status(id, token_version).await?.is_some())
+    }
+
+    /// As [`principal_active`](Self::principal_active): `None` when the token no longer works,
+    /// else whether it was issued under the principal's current secret (`false`: under the
+    /// previous one, during its grace period; tokens not issued by icegate count as current).
+    pub async fn principal_status(&self, id: &str, token_version: Option<i64>) -> Result<Option<bool>, CatalogError> {
         let current = match &self.active {
             None => self.access.principal_secret_state(id).await?,
             // A token newer than the version remembered: the secret was rotated (perhaps
@@ -482,9 +489,9 @@ impl Authorizer {
             },
         };
         Ok(match (current, token_version) {
-            (None, _) => false,
-            (Some(_), None) => true,
-            (Some(current), Some(token)) => current.accepts(token, now_ms()),
+            (None, _) => None,
+            (Some(_), None) => Some(true),
+            (Some(current), Some(token)) => current.accepts(token, now_ms()).then_some(token == current.version),
         })
     }
 

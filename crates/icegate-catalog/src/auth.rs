@@ -275,7 +275,7 @@ impl Authenticator {
         let principal = match self.access.principal_by_client_id(client_id).await {
             Ok(Some(principal)) => principal,
             Ok(None) => {
-                tracing::info!(%client_id, "token refused: unknown client id");
+                tracing::info!(?client_id, "token refused: unknown client id");
                 // The same (cheap) work as a real check.
                 let _ = check_secret(client_secret, UNKNOWN_CLIENT_HASH);
                 return Err(TokenError::InvalidClient);
@@ -286,7 +286,7 @@ impl Authenticator {
             }
         };
         let Some(hash) = principal.secret_hash.clone() else {
-            tracing::info!(%client_id, "token refused: the principal has no secret");
+            tracing::info!(?client_id, "token refused: the principal has no secret");
             return Err(TokenError::InvalidClient);
         };
         let valid = match check_secret(client_secret, &hash) {
@@ -305,11 +305,11 @@ impl Authenticator {
             grace_until = Some(until);
         }
         if !valid && grace_until.is_none() {
-            tracing::info!(%client_id, "token refused: wrong client secret");
+            tracing::info!(?client_id, "token refused: wrong client secret");
             return Err(TokenError::InvalidClient);
         }
         if grace_until.is_some() {
-            tracing::info!(%client_id, "token issued for the previous client secret, in its grace period");
+            tracing::info!(?client_id, "token issued for the previous client secret, in its grace period");
         }
         self.sign(&principal, grace_until).map_err(|err| {
             tracing::error!(error = %err, "signing a token failed");
@@ -328,12 +328,12 @@ impl Authenticator {
     ) -> std::result::Result<bool, TokenError> {
         let client_id = principal.client_id.clone().unwrap_or_default();
         if !self.legacy_turn(&client_id) {
-            tracing::info!(%client_id, "token refused: this client id's Argon2id check is running or just failed");
+            tracing::info!(?client_id, "token refused: this client id's Argon2id check is running or just failed");
             return Err(TokenError::Busy);
         }
         let Ok(permit) = self.legacy_checks.clone().try_acquire_owned() else {
             self.legacy_done(&client_id, false);
-            tracing::info!(%client_id, "token refused: too many Argon2id checks at once");
+            tracing::info!(?client_id, "token refused: too many Argon2id checks at once");
             return Err(TokenError::Busy);
         };
         let (checked_secret, checked_hash) = (secret.to_owned(), hash.to_owned());
@@ -467,12 +467,14 @@ pub async fn recover_admin(access: &dyn AccessStore, new_client_id: &str, client
         Some(principal) => {
             let Some(client_id) = principal.client_id else {
                 return Err(CatalogError::Conflict(
-                    "the principal `admin` is an external identity's and has no client credentials;                      rename that identity at its issuer or delete the principal, then recover again"
+                    "the principal `admin` is an external identity's and has no client credentials, so recovery \
+                     cannot give it a secret; rename it in the database \
+                     (UPDATE principals SET name = 'admin-external' WHERE name = 'admin') and recover again"
                         .into(),
                 ));
             };
             // No grace: whoever held the old secret loses it now.
-            access.set_principal_secret(ADMIN, &hash, None).await?;
+            access.set_principal_secret(&principal.id, &hash, None).await?;
             client_id
         }
         None => {

@@ -22,6 +22,9 @@ pub struct RequestContext {
     request_id: Option<Arc<str>>,
     /// Every decision taken for this request, in order (shared by the context's clones).
     decisions: Arc<Mutex<Vec<Decision>>>,
+    /// The caller's token was issued under a secret that has since been replaced (it works
+    /// until the rotation's grace period ends).
+    previous_secret: bool,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -124,7 +127,14 @@ impl Allowed {
 impl RequestContext {
     /// A request of `caller`, decided by `authorizer`.
     pub fn new(caller: Caller, authorizer: Arc<Authorizer>) -> Self {
-        Self { caller, authorizer: Some(authorizer), idempotency: None, request_id: None, decisions: Arc::default() }
+        Self {
+            caller,
+            authorizer: Some(authorizer),
+            idempotency: None,
+            request_id: None,
+            decisions: Arc::default(),
+            previous_secret: false,
+        }
     }
 
     /// Work that no principal asked for (start-up, background tasks, tests): everything is
@@ -136,10 +146,21 @@ impl RequestContext {
             idempotency: None,
             request_id: None,
             decisions: Arc::default(),
+            previous_secret: false,
         }
     }
 
     /// The request's id (`x-request-id`), for the record of its decisions.
+    /// The caller's token was issued under its previous secret, during that secret's grace.
+    pub fn with_previous_secret(mut self, previous: bool) -> Self {
+        self.previous_secret = previous;
+        self
+    }
+
+    pub fn previous_secret(&self) -> bool {
+        self.previous_secret
+    }
+
     pub fn with_request_id(mut self, id: Option<&str>) -> Self {
         self.request_id = id.map(Into::into);
         self

@@ -126,10 +126,28 @@ impl AccessAdmin {
         name: &str,
         grace: Option<std::time::Duration>,
     ) -> Result<Credentials> {
-        let own = matches!(ctx.caller(), Caller::Principal { name: caller, .. } if caller == name);
-        if !own {
-            self.require_server_admin(ctx).await?;
-        }
+        // Its own secret: by id, not name (a token of a deleted principal of that name, still
+        // accepted by a replica for a moment, must not reach its successor), and only with a
+        // token of the current secret — else a leaked secret, during the grace period its owner
+        // gave it, could replace the new one and keep itself alive.
+        let own = match ctx.caller() {
+            Caller::Principal { id, name: caller } if caller == name => {
+                self.access.principal_by_name(name).await?.filter(|p| &p.id == id)
+            }
+            _ => None,
+        };
+        let principal_id = match own {
+            Some(_) if ctx.previous_secret() && !ctx.is_server_admin().await? => {
+                return Err(CatalogError::Forbidden(
+                    "this token was issued under the secret that was replaced; rotate with the current secret".into(),
+                ));
+            }
+            Some(principal) => principal.id,
+            None => {
+                self.require_server_admin(ctx).await?;
+                self.access.principal_by_name(name).await?.ok_or_else(|| no_such("Principal", name))?.id
+            }
+        };
         if let Some(grace) = grace
             && grace > MAX_SECRET_GRACE
         {
@@ -141,7 +159,7 @@ impl AccessAdmin {
         }
         let until = grace.filter(|g| !g.is_zero()).map(|g| now_ms().saturating_add(g.as_millis() as i64));
         let client_secret = random_secret();
-        let principal = self.access.set_principal_secret(name, &hash_secret(&client_secret)?, until).await?;
+        let principal = self.access.set_principal_secret(&principal_id, &hash_secret(&client_secret)?, until).await?;
         ctx.access_changed();
         Ok(Credentials { principal, client_secret })
     }
@@ -312,13 +330,16 @@ impl AccessAdmin {
         principal: Option<&str>,
         mut filter: GrantFilter,
     ) -> Result<Vec<GrantRecord>> {
-        if let Some(limit) = filter.limit
-            && !(1..=MAX_GRANTS_PAGE).contains(&limit)
-        {
-            return Err(CatalogError::bad_request(format!("pageSize must be between 1 and {MAX_GRANTS_PAGE}")));
-        }
-        let own = principal.is_some_and(|p| matches!(ctx.caller(), Caller::Principal { name, .. } if name == p));
-        if !own && !ctx.is_server_admin().await? {
+        // Its own grants: by id, as for rotations.
+        let own = match (principal, ctx.caller()) {
+            (Some(p), Caller::Principal { id, name }) if name == p => {
+                self.access.principal_by_name(p).await?.filter(|record| &record.id == id)
+            }
+            _ => None,
+        };
+        // Listing its own grants decides nothing; anything else needs admin on the server.
+        let needs_admin = own.is_none();
+        if needs_admin && !ctx.is_server_admin().await? {
             return Err(CatalogError::Forbidden(
                 if principal.is_some() {
                     "listing another principal's grants requires admin on the server"
@@ -329,12 +350,19 @@ impl AccessAdmin {
             ));
         }
         if let Some(principal) = principal {
-            let record =
-                self.access.principal_by_name(principal).await?.ok_or_else(|| no_such("Principal", principal))?;
+            let record = match own {
+                Some(record) => record,
+                None => {
+                    self.access.principal_by_name(principal).await?.ok_or_else(|| no_such("Principal", principal))?
+                }
+            };
             filter.principal_id = Some(record.id);
             filter.unexpired_at_ms = Some(now_ms());
         }
-        if let Some(role) = &filter.role
+        // Only admins learn whether a role exists; for a principal listing its own grants the
+        // role is a filter like the others (no match: nothing listed).
+        if needs_admin
+            && let Some(role) = &filter.role
             && self.access.role_by_name(role).await?.is_none()
         {
             return Err(no_such("Role", role));

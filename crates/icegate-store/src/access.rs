@@ -207,6 +207,11 @@ impl SqlStore {
     async fn begin_admin_change(&self) -> Result<(crate::WriteTx, i64)> {
         let mut tx = self.begin_write().await?;
         if self.backend == crate::Backend::Postgres {
+            // Read committed whatever the database's default: the count below must see what
+            // the transaction that held the lock before committed (under repeatable read the
+            // snapshot would be taken when the lock was asked for, and two admins removing each
+            // other would both count the other).
+            sqlx::query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(&mut *tx).await.map_err(db_error)?;
             sqlx::query(AssertSqlSafe(format!("SELECT pg_advisory_xact_lock({ADMIN_CHANGE_LOCK})")))
                 .execute(&mut *tx)
                 .await
@@ -386,7 +391,7 @@ impl AccessStore for SqlStore {
 
     async fn set_principal_secret(
         &self,
-        name: &str,
+        id: &str,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> Result<PrincipalRecord> {
@@ -396,18 +401,24 @@ impl AccessStore for SqlStore {
         let done = sqlx::query(
             "UPDATE principals SET previous_secret_hash = CASE WHEN $3 IS NULL THEN NULL ELSE secret_hash END, \
              previous_secret_until = $3, secret_hash = $1, secret_version = secret_version + 1 \
-             WHERE name = $2 AND client_id IS NOT NULL",
+             WHERE id = $2 AND client_id IS NOT NULL",
         )
         .bind(secret_hash)
-        .bind(name)
+        .bind(id)
         .bind(previous_until_ms)
         .execute(&self.pool)
         .await
         .map_err(db_error)?;
         if done.rows_affected() == 0 {
-            return Err(not_found("Principal with client credentials", name));
+            return Err(not_found("Principal with client credentials", id));
         }
-        self.principal_by_name(name).await?.ok_or_else(|| not_found("Principal", name))
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| not_found("Principal", id))?;
+        principal_from(&row)
     }
 
     async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> Result<bool> {
@@ -465,12 +476,17 @@ impl AccessStore for SqlStore {
 
     async fn add_role_member(&self, role: &str, principal: &str) -> Result<()> {
         let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
-        sqlx::query("INSERT INTO role_members (role_id, principal_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-            .bind(role_id)
-            .bind(principal_id)
-            .execute(&self.pool)
-            .await
-            .map_err(db_error)?;
+        // Added by hand, a membership is manual, even one an issuer's claim made before: it
+        // then stays when a later token lacks the claim, and confers grants on the server.
+        sqlx::query(
+            "INSERT INTO role_members (role_id, principal_id, source) VALUES ($1, $2, 'manual') \
+             ON CONFLICT (role_id, principal_id) DO UPDATE SET source = 'manual'",
+        )
+        .bind(role_id)
+        .bind(principal_id)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
         Ok(())
     }
 
@@ -670,13 +686,10 @@ impl AccessStore for SqlStore {
     }
 
     async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<GrantRecord>> {
-        let role_id = match &filter.role {
-            Some(role) => Some(self.role_id(role).await?),
-            None => None,
-        };
-        // Every condition is a bind parameter; an absent one is `$n IS NULL`.
+        // Every condition is a bind parameter; an absent one is `$n IS NULL`. A role that does
+        // not exist matches nothing (the service tells admins it does not exist).
         let sql = format!(
-            "{GRANT_SELECT} WHERE ($1 IS NULL OR g.role_id = $1) \
+            "{GRANT_SELECT} WHERE ($1 IS NULL OR g.role_id = (SELECT id FROM roles WHERE name = $1)) \
              AND ($2 IS NULL OR g.role_id IN (SELECT role_id FROM role_members WHERE principal_id = $2)) \
              AND ($3 IS NULL OR g.privilege = $3) AND ($4 IS NULL OR g.securable_type = $4) \
              AND ($5 IS NULL OR w.name = $5) AND ($6 IS NULL OR g.expires_at IS NULL OR g.expires_at > $6) \
@@ -684,7 +697,7 @@ impl AccessStore for SqlStore {
         );
         let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
         let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(role_id)
+            .bind(filter.role.clone())
             .bind(filter.principal_id.clone())
             .bind(filter.privilege.map(Privilege::as_str))
             .bind(filter.securable_type.map(SecurableType::as_str))

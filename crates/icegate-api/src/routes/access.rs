@@ -512,6 +512,12 @@ pub async fn list_grants(
         .map_err(|e| ApiError::bad_request(format!("type: {e}")))?;
     let paginated = query.page_token.is_some() || query.page_size.is_some();
     let page_size = query.page_size.unwrap_or(icegate_catalog::management::MAX_GRANTS_PAGE);
+    if !(1..=icegate_catalog::management::MAX_GRANTS_PAGE).contains(&page_size) {
+        return Err(ApiError::bad_request(format!(
+            "pageSize must be between 1 and {}",
+            icegate_catalog::management::MAX_GRANTS_PAGE
+        )));
+    }
     let after_id = match query.page_token.as_deref() {
         None | Some("") => None,
         Some(token) => Some(decode_page_token(token)?),
@@ -526,12 +532,6 @@ pub async fn list_grants(
         limit: paginated.then_some(page_size + 1),
         ..Default::default()
     };
-    if paginated && !(1..=icegate_catalog::management::MAX_GRANTS_PAGE).contains(&page_size) {
-        return Err(ApiError::bad_request(format!(
-            "pageSize must be between 1 and {}",
-            icegate_catalog::management::MAX_GRANTS_PAGE
-        )));
-    }
     let mut grants = state.access.list_grants(&ctx, query.principal.as_deref(), filter).await?;
     let mut next_page_token = None;
     if paginated && grants.len() > page_size {

@@ -124,6 +124,49 @@ async fn a_rotated_secret_keeps_working_for_its_grace_period_only(app: TestApp) 
     assert!(shown.get("previous-secret-expires-at-ms").is_none(), "{shown}");
 }
 
+/// A leaked secret that its owner rotated with a grace period cannot rotate again: it would
+/// replace the owner's new secret and keep itself alive.
+async fn the_replaced_secret_cannot_rotate_during_its_grace(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    let (id, leaked) = principal_with_secret(&app, &admin, "bob").await;
+    let rotate = "/management/v1/principals/bob/rotate-secret";
+    let (status, rotated) = call(&app, &admin, Method::POST, rotate, Some(json!({"grace-period-seconds": 600}))).await;
+    assert_eq!(status, 200, "{rotated}");
+    let owner_secret = rotated["client-secret"].as_str().unwrap().to_owned();
+    let thief = token(&app, &id, &leaked).await;
+    for body in [None, Some(json!({"grace-period-seconds": 604_800}))] {
+        assert_error(call(&app, &thief, Method::POST, rotate, body).await, 403, "ForbiddenException");
+    }
+    // The owner's secret is still the one that works, and the owner may rotate.
+    let owner = token(&app, &id, &owner_secret).await;
+    let (_, shown) = call(&app, &admin, Method::GET, "/management/v1/principals/bob", None).await;
+    assert_eq!(shown["secret-version"], 2, "{shown}");
+    assert_eq!(call(&app, &owner, Method::POST, rotate, None).await.0, 200);
+    assert_eq!(token_status(&app, &id, &leaked).await, 401, "a rotation without grace ends the leaked one");
+}
+
+/// A token of a deleted principal, still accepted by another replica for a moment, reaches
+/// nothing of a new principal of the same name: not its secret, not its grants.
+async fn a_stale_token_reaches_nothing_of_a_principal_of_the_same_name(app: TestApp) {
+    let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
+    let other = crate::auth::replica(&app).await;
+    let (id, secret) = principal_with_secret(&app, &admin, "dave").await;
+    let stale = token(&app, &id, &secret).await;
+    // The other replica remembers the token's principal as active.
+    assert_eq!(call(&other, &stale, Method::GET, "/management/v1/whoami", None).await.0, 200);
+    assert_eq!(call(&app, &admin, Method::DELETE, "/management/v1/principals/dave", None).await.0, 204);
+    let (status, created) =
+        call(&app, &admin, Method::POST, "/management/v1/principals", Some(json!({"name": "dave"}))).await;
+    assert_eq!(status, 201, "{created}");
+    let rotate = "/management/v1/principals/dave/rotate-secret";
+    let (status, _) = call(&other, &stale, Method::POST, rotate, None).await;
+    assert!(status == 401 || status == 403, "{status}");
+    let (status, _) = call(&other, &stale, Method::GET, "/management/v1/grants?principal=dave", None).await;
+    assert!(status == 401 || status == 403, "{status}");
+    let (new_id, new_secret) = (created["client-id"].as_str().unwrap(), created["client-secret"].as_str().unwrap());
+    assert_eq!(token_status(&app, new_id, new_secret).await, 200, "the new principal's secret is its own");
+}
+
 async fn a_principal_rotates_its_own_secret_and_no_one_else_s(app: TestApp) {
     let admin = token(&app, ADMIN_ID, ADMIN_SECRET).await;
     let (id, secret) = principal_with_secret(&app, &admin, "svc").await;
@@ -202,16 +245,29 @@ async fn grants_are_listed_whole_filtered_and_paginated(app: TestApp) {
         let message = assert_error(call(&app, &admin, Method::GET, &path, None).await, 400, "BadRequestException");
         assert!(message.contains(parameter), "{query}: {message}");
     }
-    assert_error(
-        call(&app, &admin, Method::GET, "/management/v1/grants?pageSize=0", None).await,
-        400,
-        "BadRequestException",
-    );
+    for size in ["0", "1001", "18446744073709551615"] {
+        let path = format!("/management/v1/grants?pageSize={size}");
+        assert_error(call(&app, &admin, Method::GET, &path, None).await, 400, "BadRequestException");
+    }
+    // The largest page, and a page token alone (the next page at the default size).
+    let (status, page) = call(&app, &admin, Method::GET, "/management/v1/grants?pageSize=1000", None).await;
+    assert_eq!((status, page["grants"].as_array().unwrap().len()), (StatusCode::OK, 5), "{page}");
+    let (_, first) = call(&app, &admin, Method::GET, "/management/v1/grants?pageSize=1", None).await;
+    let next = first["next-page-token"].as_str().unwrap();
+    let (status, rest) =
+        call(&app, &admin, Method::GET, &format!("/management/v1/grants?pageToken={next}"), None).await;
+    assert_eq!((status, rest["grants"].as_array().unwrap().len()), (StatusCode::OK, 4), "{rest}");
     // A principal lists its own grants, not everyone's.
     let analyst = token(&app, &id, &secret).await;
     assert_error(call(&app, &analyst, Method::GET, "/management/v1/grants", None).await, 403, "ForbiddenException");
     let (status, own) = call(&app, &analyst, Method::GET, "/management/v1/grants?principal=analyst", None).await;
     assert_eq!((status, own["grants"].as_array().unwrap().len()), (StatusCode::OK, 4), "{own}");
+    // A role narrows its own listing like any filter: whether another role exists is not told.
+    for role in ["admin", "no-such-role"] {
+        let path = format!("/management/v1/grants?principal=analyst&role={role}");
+        let (status, body) = call(&app, &analyst, Method::GET, &path, None).await;
+        assert_eq!((status, body["grants"].clone()), (StatusCode::OK, json!([])), "{role}: {body}");
+    }
 }
 
 async fn principals_are_listed_with_ids_and_roles(app: TestApp) {
@@ -302,6 +358,8 @@ secured_http_tests!(
     recovery_gives_admin_a_new_secret_and_admin_again,
     a_rotated_secret_keeps_working_for_its_grace_period_only,
     a_principal_rotates_its_own_secret_and_no_one_else_s,
+    the_replaced_secret_cannot_rotate_during_its_grace,
+    a_stale_token_reaches_nothing_of_a_principal_of_the_same_name,
     grants_are_listed_whole_filtered_and_paginated,
     principals_are_listed_with_ids_and_roles,
     namespaces_take_every_documented_form,
