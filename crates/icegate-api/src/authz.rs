@@ -76,8 +76,8 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     }
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let ctx = match authenticate(&state.security, authorization).await {
-        Ok((caller, previous_secret)) => RequestContext::new(caller, state.security.authorizer.clone())
-            .with_previous_secret(previous_secret)
+        Ok((caller, secret_version)) => RequestContext::new(caller, state.security.authorizer.clone())
+            .with_secret_version(secret_version)
             .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok())),
         Err(err) => return ApiError::from(err).into_response(),
     };
@@ -87,21 +87,16 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     response
 }
 
-/// The caller, and whether its token was issued under a secret replaced since (during the
-/// rotation's grace period).
-async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<(Caller, bool), CatalogError> {
+/// The caller, and the secret version its token was issued under (icegate-issued tokens).
+async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<(Caller, Option<i64>), CatalogError> {
     let TokenCaller { caller, secret_version } = security.authenticate(authorization).await?;
-    let mut previous_secret = false;
-    if let Caller::Principal { id, name } = &caller {
-        match security.authorizer.principal_status(id, secret_version).await? {
-            Some(current) => previous_secret = !current,
-            None => {
-                tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
-                return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
-            }
-        }
+    if let Caller::Principal { id, name } = &caller
+        && !security.authorizer.principal_active(id, secret_version).await?
+    {
+        tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
+        return Err(CatalogError::NotAuthorized("Not authorized: a valid bearer token is required".into()));
     }
-    Ok((caller, previous_secret))
+    Ok((caller, secret_version))
 }
 
 /// One line per request with what was decided. A principal's request answered with success

@@ -22,9 +22,8 @@ pub struct RequestContext {
     request_id: Option<Arc<str>>,
     /// Every decision taken for this request, in order (shared by the context's clones).
     decisions: Arc<Mutex<Vec<Decision>>>,
-    /// The caller's token was issued under a secret that has since been replaced (it works
-    /// until the rotation's grace period ends).
-    previous_secret: bool,
+    /// The secret version the caller's token was issued under (icegate-issued tokens).
+    secret_version: Option<i64>,
 }
 
 impl std::fmt::Debug for RequestContext {
@@ -133,7 +132,7 @@ impl RequestContext {
             idempotency: None,
             request_id: None,
             decisions: Arc::default(),
-            previous_secret: false,
+            secret_version: None,
         }
     }
 
@@ -146,19 +145,19 @@ impl RequestContext {
             idempotency: None,
             request_id: None,
             decisions: Arc::default(),
-            previous_secret: false,
+            secret_version: None,
         }
     }
 
     /// The request's id (`x-request-id`), for the record of its decisions.
-    /// The caller's token was issued under its previous secret, during that secret's grace.
-    pub fn with_previous_secret(mut self, previous: bool) -> Self {
-        self.previous_secret = previous;
+    /// The secret version the caller's token was issued under (`None`: not an icegate token).
+    pub fn with_secret_version(mut self, version: Option<i64>) -> Self {
+        self.secret_version = version;
         self
     }
 
-    pub fn previous_secret(&self) -> bool {
-        self.previous_secret
+    pub fn secret_version(&self) -> Option<i64> {
+        self.secret_version
     }
 
     pub fn with_request_id(mut self, id: Option<&str>) -> Self {

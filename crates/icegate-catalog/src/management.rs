@@ -137,7 +137,12 @@ impl AccessAdmin {
             _ => None,
         };
         let principal_id = match own {
-            Some(_) if ctx.previous_secret() && !ctx.is_server_admin().await? => {
+            // Read now, not from a cache: a replica that has not seen a rotation yet would take
+            // the replaced secret's token for a current one.
+            Some(principal)
+                if ctx.secret_version().is_some_and(|token| token != principal.secret_version)
+                    && !ctx.is_server_admin().await? =>
+            {
                 return Err(CatalogError::Forbidden(
                     "this token was issued under the secret that was replaced; rotate with the current secret".into(),
                 ));

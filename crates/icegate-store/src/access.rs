@@ -486,7 +486,14 @@ impl AccessStore for SqlStore {
         .bind(principal_id)
         .execute(&self.pool)
         .await
-        .map_err(db_error)?;
+        .map_err(|e| {
+            // Either was deleted since it was looked up.
+            if crate::is_violation(&e, sqlx::error::ErrorKind::ForeignKeyViolation) {
+                not_found("Role or principal", &format!("{principal} in {role}"))
+            } else {
+                db_error(e)
+            }
+        })?;
         Ok(())
     }
 
@@ -650,6 +657,10 @@ impl AccessStore for SqlStore {
         .execute(&self.pool)
         .await;
         inserted.map_err(|e| {
+            // The role (or the object) was deleted since it was looked up: as if it never was.
+            if crate::is_violation(&e, sqlx::error::ErrorKind::ForeignKeyViolation) {
+                return not_found("Role or securable", role);
+            }
             taken_or_failed(e, || {
                 CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable"))
             })

@@ -498,6 +498,17 @@ pub async fn list_grants(
     Context(ctx): Context,
     Query(query): Query<ListGrantsQuery>,
 ) -> Result<Json<ListGrantsResponse>, ApiError> {
+    // PostgreSQL refuses NUL in text: such a value matches nothing anyway, so it is refused here.
+    for (parameter, value) in [
+        ("role", &query.role),
+        ("principal", &query.principal),
+        ("warehouse", &query.warehouse),
+        ("pageToken", &query.page_token),
+    ] {
+        if value.as_deref().is_some_and(|v| v.contains('\0')) {
+            return Err(ApiError::bad_request(format!("{parameter}: must not contain NUL")));
+        }
+    }
     let privilege = query
         .privilege
         .as_deref()
@@ -553,6 +564,7 @@ fn decode_page_token(token: &str) -> Result<String, ApiError> {
         .decode(token)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
+        .filter(|id| !id.contains('\0'))
         .ok_or_else(|| ApiError::bad_request("pageToken: not a page token this server handed out"))
 }
 

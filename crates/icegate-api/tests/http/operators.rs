@@ -143,6 +143,18 @@ async fn the_replaced_secret_cannot_rotate_during_its_grace(app: TestApp) {
     assert_eq!(shown["secret-version"], 2, "{shown}");
     assert_eq!(call(&app, &owner, Method::POST, rotate, None).await.0, 200);
     assert_eq!(token_status(&app, &id, &leaked).await, 401, "a rotation without grace ends the leaked one");
+
+    // Nor through a replica that has not seen the rotation yet (its cache still takes the
+    // leaked secret's token for a current one).
+    let other = crate::auth::replica(&app).await;
+    let (id, leaked) = principal_with_secret(&app, &admin, "carol").await;
+    let thief = token(&app, &id, &leaked).await;
+    assert_eq!(call(&other, &thief, Method::GET, "/management/v1/whoami", None).await.0, 200, "cache warmed");
+    let rotate = "/management/v1/principals/carol/rotate-secret";
+    let (status, rotated) = call(&app, &admin, Method::POST, rotate, Some(json!({"grace-period-seconds": 600}))).await;
+    assert_eq!(status, 200, "{rotated}");
+    assert_error(call(&other, &thief, Method::POST, rotate, None).await, 403, "ForbiddenException");
+    assert_eq!(token_status(&app, &id, rotated["client-secret"].as_str().unwrap()).await, 200);
 }
 
 /// A token of a deleted principal, still accepted by another replica for a moment, reaches
@@ -238,9 +250,15 @@ async fn grants_are_listed_whole_filtered_and_paginated(app: TestApp) {
     assert_eq!(count("warehouse=default").await, 4);
     assert_eq!(count("role=admin").await, 1);
     assert_eq!(count("principal=analyst&type=warehouse").await, 1);
-    for (query, parameter) in
-        [("privilege=own", "privilege"), ("type=table-ish", "type"), ("pageToken=%21", "pageToken")]
-    {
+    for (query, parameter) in [
+        ("privilege=own", "privilege"),
+        ("type=table-ish", "type"),
+        ("pageToken=%21", "pageToken"),
+        ("pageToken=AA", "pageToken"),
+        ("role=%00", "role"),
+        ("warehouse=a%00", "warehouse"),
+        ("principal=%00", "principal"),
+    ] {
         let path = format!("/management/v1/grants?{query}");
         let message = assert_error(call(&app, &admin, Method::GET, &path, None).await, 400, "BadRequestException");
         assert!(message.contains(parameter), "{query}: {message}");
