@@ -282,3 +282,26 @@ def test_two_last_admins_removing_each_other_leave_one_even_under_repeatable_rea
     finally:
         server.stop()
         psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_the_server_works_its_task_queue_and_stops_it_cleanly(tmp_path):
+    """`serve` starts the background workers: the recurring idempotency-key expiry runs once at
+    start-up and queues its next run; on SIGTERM the workers stop with the server."""
+    server = Server(tmp_path, [], {}).start()
+    database = tmp_path / "icegate-data" / "catalog.db"
+    try:
+        deadline = time.monotonic() + 20
+        rows = []
+        while time.monotonic() < deadline:
+            with sqlite3.connect(database) as db:
+                rows = db.execute("SELECT state, reason, result FROM tasks WHERE kind = 'idempotency-key-expiry'").fetchall()
+            if any(state == "done" for state, _, _ in rows):
+                break
+            time.sleep(0.2)
+        states = sorted(state for state, _, _ in rows)
+        assert states == ["done", "queued"], rows
+        done = next(row for row in rows if row[0] == "done")
+        assert "idempotency keys" in done[1] and json.loads(done[2])["removed"] == 0, done
+    finally:
+        assert server.stop() == 0
+    assert "background jobs did not stop" not in server.stderr_path.read_text()

@@ -347,20 +347,13 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     Response::from_parts(response_parts, Body::from(bytes))
 }
 
-/// Removes expired keys every few minutes (any replica may do it; the delete is idempotent).
-pub fn spawn_expiry(store: std::sync::Arc<dyn icegate_catalog::CatalogStore>, lifetime: Duration) {
-    tokio::spawn(async move {
-        let mut interval = tokio::time::interval(Duration::from_secs(300));
-        loop {
-            interval.tick().await;
-            let before = now_ms() - (lifetime + GRACE).as_millis() as i64;
-            match store.delete_idempotency_keys_before(before).await {
-                Ok(0) => {}
-                Ok(count) => tracing::debug!(count, "expired idempotency keys removed"),
-                Err(err) => tracing::warn!(error = %err, "could not remove expired idempotency keys"),
-            }
-        }
-    });
+/// The background job that removes keys past their lifetime and the grace (registered with the
+/// task runner, which runs it on one replica at a time).
+pub fn expiry_job(
+    store: std::sync::Arc<dyn icegate_catalog::CatalogStore>,
+    lifetime: Duration,
+) -> std::sync::Arc<dyn icegate_catalog::jobs::Job> {
+    std::sync::Arc::new(icegate_catalog::jobs::idempotency_expiry::IdempotencyKeyExpiry::new(store, lifetime + GRACE))
 }
 
 #[cfg(test)]

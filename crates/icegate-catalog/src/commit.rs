@@ -177,7 +177,10 @@ impl Catalog {
         changes: Vec<K::Change>,
     ) -> Result<Vec<K::Output>> {
         let (catalog, ctx) = (self.clone(), ctx.clone());
-        crate::tasks::detached(async move { catalog.commit_attempts(&ctx, &warehouse, &kind, &changes).await }).await?
+        crate::detach::run_to_completion(
+            async move { catalog.commit_attempts(&ctx, &warehouse, &kind, &changes).await },
+        )
+        .await?
     }
 
     async fn commit_attempts<K: MetadataKind>(

@@ -17,6 +17,7 @@ mod idempotency;
 mod namespaces;
 mod sqlite_reads;
 mod tabulars;
+mod tasks;
 mod warehouses;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -743,7 +743,7 @@ impl TabularStore for SqlStore {
     async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
         let Some(heads) = self.heads.clone() else { return swap(self, write, swaps).await };
         let (store, write, swaps) = (self.clone(), write.clone(), swaps.to_vec());
-        icegate_catalog::tasks::detached(async move {
+        icegate_catalog::detach::run_to_completion(async move {
             let outcome = swap(&store, &write, &swaps).await;
             heads.forget_ids(swaps.iter().map(|swap| swap.id.as_str()));
             outcome
@@ -766,7 +766,7 @@ impl TabularStore for SqlStore {
         let expected_id = expected_id.map(str::to_owned);
         let (store, write, warehouse_id, namespace, name) =
             (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
-        icegate_catalog::tasks::detached(async move {
+        icegate_catalog::detach::run_to_completion(async move {
             let dropped =
                 drop(&store, &write, (&warehouse_id, &namespace, &name, kind), lease_until_ms, expected_id.as_deref())
                     .await;
@@ -882,7 +882,7 @@ impl TabularStore for SqlStore {
         let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
         let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
         let expected_id = expected_id.map(str::to_owned);
-        icegate_catalog::tasks::detached(async move {
+        icegate_catalog::detach::run_to_completion(async move {
             let renamed =
                 rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1), expected_id.as_deref())
                     .await;

@@ -291,6 +291,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
     }
     let security = security(&config, &store).await?;
+    let tasks: Arc<dyn icegate_catalog::jobs::TaskStore> = Arc::new(store.clone());
     let store: Arc<dyn CatalogStore> = Arc::new(store);
     let cipher = SecretCipher::from_base64(config.secrets.encryption_key.as_deref())
         .map_err(|why| anyhow::anyhow!("secrets.encryption_key {why}"))?;
@@ -335,7 +336,18 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             request_memory_bytes: config.server.request_memory_bytes,
         },
     );
-    icegate_api::idempotency::spawn_expiry(store.clone(), config.catalog.idempotency_key_lifetime);
+    // Background work: this replica's workers on the shared task queue.
+    let runner = std::sync::Arc::new(
+        icegate_catalog::jobs::Runner::new(tasks, icegate_catalog::clock::system())
+            .with_job(icegate_api::idempotency::expiry_job(store.clone(), config.catalog.idempotency_key_lifetime))
+            .every(
+                icegate_catalog::jobs::idempotency_expiry::KIND,
+                std::time::Duration::from_secs(300),
+                "idempotency keys past their lifetime are removed",
+            ),
+    );
+    let (stop_workers, workers_stop) = tokio::sync::watch::channel(false);
+    let workers = runner.spawn(workers_stop);
 
     let listener = TcpListener::bind(config.server.listen)
         .await
@@ -349,6 +361,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tracing::info!("shutting down: finishing in-flight requests");
     };
     server::serve(listener, app, config.server.header_read_timeout, shutdown, config.server.shutdown_timeout).await;
+    // Running jobs stop at their next step; a task cut short is resumed by the next worker.
+    let _ = stop_workers.send(true);
+    if tokio::time::timeout(config.server.shutdown_timeout, workers).await.is_err() {
+        tracing::warn!("background jobs did not stop in time");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -95,7 +95,7 @@ impl Catalog {
             });
         }
         let (catalog, ctx) = (self.clone(), ctx.clone());
-        crate::tasks::detached(async move {
+        crate::detach::run_to_completion(async move {
             catalog.persist_new_table(&ctx, &warehouse, &table, &metadata, metadata_json).await
         })
         .await?

@@ -1,0 +1,169 @@
+//! What the task queue keeps: one row per task, claimed under a lease.
+
+use serde_json::Value;
+
+use crate::Result;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// Waiting for `not_before` and a worker.
+    Queued,
+    /// A worker holds its lease (or held it: a lease that expired is claimed again).
+    Running,
+    Done,
+    /// Ran out of attempts, or failed in a way no retry fixes.
+    Failed,
+    Cancelled,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Done => "done",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(value: &str) -> Result<Self> {
+        Ok(match value {
+            "queued" => Self::Queued,
+            "running" => Self::Running,
+            "done" => Self::Done,
+            "failed" => Self::Failed,
+            "cancelled" => Self::Cancelled,
+            other => {
+                return Err(crate::CatalogError::bad_request(format!(
+                    "unknown task state {other:?} (queued, running, done, failed, cancelled)"
+                )));
+            }
+        })
+    }
+}
+
+/// A task to queue.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The job that runs it (`Job::kind`).
+    pub kind: String,
+    pub warehouse_id: Option<String>,
+    pub tabular_id: Option<String>,
+    /// At most one queued or running task has a given key: queueing another answers `None`.
+    pub dedupe_key: Option<String>,
+    /// What the job needs, as it defines it.
+    pub params: Value,
+    /// Not claimed before this time (ms since the epoch).
+    pub not_before_ms: i64,
+    /// Claims before the task fails (a lease that expires counts as an attempt).
+    pub max_attempts: i32,
+    /// Why the system does this work: recorded with it (and, once it exists, in the audit trail).
+    pub reason: String,
+}
+
+impl NewTask {
+    /// A task of `kind` due now, tried up to three times.
+    pub fn new(kind: &str, reason: &str, now_ms: i64) -> Self {
+        Self {
+            kind: kind.to_owned(),
+            warehouse_id: None,
+            tabular_id: None,
+            dedupe_key: None,
+            params: Value::Object(Default::default()),
+            not_before_ms: now_ms,
+            max_attempts: 3,
+            reason: reason.to_owned(),
+        }
+    }
+}
+
+/// How far a task got, in units the job chooses (files, tables, keys) and bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub done: i64,
+    pub total: Option<i64>,
+    pub bytes: i64,
+}
+
+/// A stored task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    pub id: String,
+    pub kind: String,
+    pub warehouse_id: Option<String>,
+    pub tabular_id: Option<String>,
+    pub dedupe_key: Option<String>,
+    pub state: TaskState,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub not_before_ms: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at_ms: Option<i64>,
+    pub heartbeat_at_ms: Option<i64>,
+    pub progress: Progress,
+    /// Where a resumed run starts: what the job last checkpointed.
+    pub checkpoint: Option<Value>,
+    pub params: Value,
+    pub result: Option<Value>,
+    pub last_error: Option<String>,
+    pub reason: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    Done(Value),
+    /// Failed for good (or out of attempts).
+    Failed(String),
+    /// Failed this time; queued again for `not_before_ms` if attempts remain, else failed.
+    Retry {
+        error: String,
+        not_before_ms: i64,
+    },
+}
+
+/// Which tasks a listing shows (every field narrows it).
+#[derive(Debug, Clone, Default)]
+pub struct TaskFilter {
+    pub kind: Option<String>,
+    pub state: Option<TaskState>,
+    pub warehouse_id: Option<String>,
+    pub limit: Option<i64>,
+}
+
+/// Persistence of the task queue. Every change that a worker makes is fenced by its lease: once
+/// another worker claimed the task (the lease had expired), the first one's heartbeats and
+/// finish change nothing and answer `false`.
+#[async_trait::async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Queues a task; `None` when its `dedupe_key` is held by a queued or running task.
+    async fn enqueue(&self, task: &NewTask, now_ms: i64) -> Result<Option<TaskRecord>>;
+    /// Claims the next due task of one of `kinds` for `owner` until `now_ms + lease_ms`: a queued
+    /// one whose time has come, or a running one whose lease expired (its worker is gone). Each
+    /// claim is an attempt; a task whose lease expired on its last attempt fails instead.
+    /// Two workers never hold one task at once (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    async fn claim(&self, kinds: &[&str], owner: &str, now_ms: i64, lease_ms: i64) -> Result<Option<TaskRecord>>;
+    /// Extends the lease and records progress (and the checkpoint, when given). `false` when the
+    /// lease is no longer `owner`'s or the task was cancelled: the worker must stop.
+    async fn heartbeat(
+        &self,
+        id: &str,
+        owner: &str,
+        (now_ms, lease_ms): (i64, i64),
+        progress: Progress,
+        checkpoint: Option<&Value>,
+    ) -> Result<bool>;
+    /// Ends the run; `false` when the lease was no longer `owner`'s (nothing changed).
+    async fn finish(&self, id: &str, owner: &str, outcome: &Finish, now_ms: i64) -> Result<bool>;
+    /// Cancels a queued or running task (a running one stops at its next heartbeat); `false`
+    /// when it had ended already.
+    async fn cancel(&self, id: &str, now_ms: i64) -> Result<bool>;
+    async fn task(&self, id: &str) -> Result<Option<TaskRecord>>;
+    /// Tasks, newest first.
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>>;
+}

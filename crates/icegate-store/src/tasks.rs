@@ -1,0 +1,230 @@
+//! The task queue (`icegate_catalog::jobs::TaskStore`): claims are single statements, so two
+//! workers never hold one task: PostgreSQL picks the row with `FOR UPDATE SKIP LOCKED` (a row
+//! another worker is claiming is passed over, not waited for); SQLite runs one write at a time.
+//! Every change a worker makes names its lease (`lease_owner`), so a worker whose task was
+//! claimed again after its lease expired changes nothing.
+
+use async_trait::async_trait;
+use icegate_catalog::jobs::{Finish, NewTask, Progress, TaskFilter, TaskRecord, TaskState, TaskStore};
+use icegate_catalog::{CatalogError, Result};
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::{Backend, SqlStore, db_error};
+
+const COLUMNS: &str = "id, kind, warehouse_id, tabular_id, dedupe_key, state, attempts, max_attempts, not_before, \
+     lease_owner, lease_expires_at, heartbeat_at, progress_done, progress_total, progress_bytes, checkpoint, params, \
+     result, last_error, reason, created_at, updated_at, finished_at";
+
+fn json_column(row: &AnyRow, column: &str) -> Result<Option<Value>> {
+    let text: Option<String> = row.try_get(column).map_err(db_error)?;
+    text.map(|t| serde_json::from_str(&t))
+        .transpose()
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("task column {column} is not JSON: {e}")))
+}
+
+fn task_from(row: &AnyRow) -> Result<TaskRecord> {
+    let get_i64 = |column: &str| -> Result<i64> { row.try_get(column).map_err(db_error) };
+    let get_opt_i64 = |column: &str| -> Result<Option<i64>> { row.try_get(column).map_err(db_error) };
+    let get_opt = |column: &str| -> Result<Option<String>> { row.try_get(column).map_err(db_error) };
+    let state: String = row.try_get("state").map_err(db_error)?;
+    Ok(TaskRecord {
+        id: row.try_get("id").map_err(db_error)?,
+        kind: row.try_get("kind").map_err(db_error)?,
+        warehouse_id: get_opt("warehouse_id")?,
+        tabular_id: get_opt("tabular_id")?,
+        dedupe_key: get_opt("dedupe_key")?,
+        state: TaskState::parse(&state)?,
+        attempts: i32::try_from(get_i64("attempts")?).unwrap_or(i32::MAX),
+        max_attempts: i32::try_from(get_i64("max_attempts")?).unwrap_or(i32::MAX),
+        not_before_ms: get_i64("not_before")?,
+        lease_owner: get_opt("lease_owner")?,
+        lease_expires_at_ms: get_opt_i64("lease_expires_at")?,
+        heartbeat_at_ms: get_opt_i64("heartbeat_at")?,
+        progress: Progress {
+            done: get_i64("progress_done")?,
+            total: get_opt_i64("progress_total")?,
+            bytes: get_i64("progress_bytes")?,
+        },
+        checkpoint: json_column(row, "checkpoint")?,
+        params: json_column(row, "params")?.unwrap_or(Value::Null),
+        result: json_column(row, "result")?,
+        last_error: get_opt("last_error")?,
+        reason: row.try_get("reason").map_err(db_error)?,
+        created_at_ms: get_i64("created_at")?,
+        updated_at_ms: get_i64("updated_at")?,
+        finished_at_ms: get_opt_i64("finished_at")?,
+    })
+}
+
+/// Whether the kind list is one that can be put into SQL as literals (kinds are the runner's
+/// own constants; anything else is refused rather than quoted).
+fn kinds_sql(kinds: &[&str]) -> Result<String> {
+    if let Some(bad) =
+        kinds.iter().find(|k| k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+    {
+        return Err(CatalogError::Internal(anyhow::anyhow!("invalid task kind {bad:?}")));
+    }
+    Ok(kinds.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", "))
+}
+
+#[async_trait]
+impl TaskStore for SqlStore {
+    async fn enqueue(&self, task: &NewTask, now_ms: i64) -> Result<Option<TaskRecord>> {
+        let sql = format!(
+            "INSERT INTO tasks (id, kind, warehouse_id, tabular_id, dedupe_key, state, attempts, max_attempts, \
+             not_before, params, reason, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, 'queued', 0, $6, $7, $8, $9, $10, $10) \
+             ON CONFLICT DO NOTHING RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(&task.kind)
+            .bind(task.warehouse_id.clone())
+            .bind(task.tabular_id.clone())
+            .bind(task.dedupe_key.clone())
+            .bind(i64::from(task.max_attempts.max(1)))
+            .bind(task.not_before_ms)
+            .bind(task.params.to_string())
+            .bind(&task.reason)
+            .bind(now_ms)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(task_from).transpose()
+    }
+
+    async fn claim(&self, kinds: &[&str], owner: &str, now_ms: i64, lease_ms: i64) -> Result<Option<TaskRecord>> {
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let kinds = kinds_sql(kinds)?;
+        // A task whose worker went away on its last attempt fails rather than run again.
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE tasks SET state = 'failed', lease_owner = NULL, updated_at = $1, finished_at = $1, \
+             last_error = COALESCE(last_error || '; ', '') || 'its worker stopped (lease expired) on its last attempt' \
+             WHERE state = 'running' AND lease_expires_at < $1 AND attempts >= max_attempts AND kind IN ({kinds})"
+        )))
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        let lock = if self.backend == Backend::Postgres { "FOR UPDATE SKIP LOCKED" } else { "" };
+        let sql = format!(
+            "UPDATE tasks SET state = 'running', attempts = attempts + 1, lease_owner = $1, \
+             lease_expires_at = $2 + $3, heartbeat_at = $2, updated_at = $2 \
+             WHERE id = (SELECT id FROM tasks WHERE kind IN ({kinds}) AND attempts < max_attempts \
+               AND ((state = 'queued' AND not_before <= $2) OR (state = 'running' AND lease_expires_at < $2)) \
+               ORDER BY not_before, id LIMIT 1 {lock}) \
+             RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(owner)
+            .bind(now_ms)
+            .bind(lease_ms)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(task_from).transpose()
+    }
+
+    async fn heartbeat(
+        &self,
+        id: &str,
+        owner: &str,
+        (now_ms, lease_ms): (i64, i64),
+        progress: Progress,
+        checkpoint: Option<&Value>,
+    ) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE tasks SET lease_expires_at = $3 + $4, heartbeat_at = $3, updated_at = $3, progress_done = $5, \
+             progress_total = $6, progress_bytes = $7, checkpoint = COALESCE($8, checkpoint) \
+             WHERE id = $1 AND lease_owner = $2 AND state = 'running'",
+        )
+        .bind(id)
+        .bind(owner)
+        .bind(now_ms)
+        .bind(lease_ms)
+        .bind(progress.done)
+        .bind(progress.total)
+        .bind(progress.bytes)
+        .bind(checkpoint.map(Value::to_string))
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn finish(&self, id: &str, owner: &str, outcome: &Finish, now_ms: i64) -> Result<bool> {
+        let query = match outcome {
+            Finish::Done(result) => sqlx::query(
+                "UPDATE tasks SET state = 'done', result = $3, lease_owner = NULL, updated_at = $4, finished_at = $4 \
+                 WHERE id = $1 AND lease_owner = $2 AND state = 'running'",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(result.to_string())
+            .bind(now_ms),
+            Finish::Failed(error) => sqlx::query(
+                "UPDATE tasks SET state = 'failed', last_error = $3, lease_owner = NULL, updated_at = $4, \
+                 finished_at = $4 WHERE id = $1 AND lease_owner = $2 AND state = 'running'",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(error.clone())
+            .bind(now_ms),
+            Finish::Retry { error, not_before_ms } => sqlx::query(
+                "UPDATE tasks SET state = CASE WHEN attempts < max_attempts THEN 'queued' ELSE 'failed' END, \
+                 finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE $4 END, \
+                 not_before = $5, last_error = $3, lease_owner = NULL, updated_at = $4 \
+                 WHERE id = $1 AND lease_owner = $2 AND state = 'running'",
+            )
+            .bind(id)
+            .bind(owner)
+            .bind(error.clone())
+            .bind(now_ms)
+            .bind(*not_before_ms),
+        };
+        let done = query.execute(&self.pool).await.map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn cancel(&self, id: &str, now_ms: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE tasks SET state = 'cancelled', updated_at = $2, finished_at = $2 \
+             WHERE id = $1 AND state IN ('queued', 'running')",
+        )
+        .bind(id)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn task(&self, id: &str) -> Result<Option<TaskRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM tasks WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(task_from).transpose()
+    }
+
+    async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM tasks WHERE ($1 IS NULL OR kind = $1) AND ($2 IS NULL OR state = $2) \
+             AND ($3 IS NULL OR warehouse_id = $3) ORDER BY id DESC LIMIT $4"
+        );
+        let rows = sqlx::query(AssertSqlSafe(sql))
+            .bind(filter.kind.clone())
+            .bind(filter.state.map(TaskState::as_str))
+            .bind(filter.warehouse_id.clone())
+            .bind(filter.limit.unwrap_or(1000))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(task_from).collect()
+    }
+}
