@@ -255,7 +255,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     };
     let principal = match ctx.caller() {
         Caller::Principal { id, .. } => id.clone(),
-        Caller::Unrestricted => String::new(),
+        Caller::Anonymous | Caller::System { .. } => String::new(),
     };
     let key = IdempotencyKey { principal, key: key.hyphenated().to_string() };
     // The key is bound to the request's content: its body is read here (bounded like any body).

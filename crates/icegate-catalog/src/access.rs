@@ -136,15 +136,42 @@ impl Holdings {
     }
 }
 
-/// The caller of a request.
+/// Who acts: the caller of a request, or the system doing a named job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Caller {
-    /// `auth.mode = none`: every request may do everything.
-    Unrestricted,
-    Principal {
-        id: String,
-        name: String,
-    },
+    /// `auth.mode = none`: anyone who reaches the server, allowed everything.
+    Anonymous,
+    /// An authenticated principal (by icegate's token or an external issuer's).
+    Principal { id: String, name: String },
+    /// The system: start-up, or background work (`job`, the task it runs), allowed everything
+    /// for the reason its task records.
+    System { job: String, task_id: Option<String> },
+}
+
+impl Caller {
+    /// No authorization applies: authentication is off, or the system acts.
+    pub fn unrestricted(&self) -> bool {
+        !matches!(self, Self::Principal { .. })
+    }
+
+    /// The principal's id; `None` for the anonymous caller and the system.
+    pub fn principal_id(&self) -> Option<&str> {
+        match self {
+            Self::Principal { id, .. } => Some(id),
+            Self::Anonymous | Self::System { .. } => None,
+        }
+    }
+
+    /// How logs and records name who acted: the principal's name, `anonymous`, or
+    /// `system:<job>[:<task id>]`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Principal { name, .. } => name.clone(),
+            Self::Anonymous => "anonymous".to_owned(),
+            Self::System { job, task_id: Some(task) } => format!("system:{job}:{task}"),
+            Self::System { job, task_id: None } => format!("system:{job}"),
+        }
+    }
 }
 
 /// Whether `holdings` allow `wanted`, and by which held privilege.

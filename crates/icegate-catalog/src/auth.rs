@@ -413,7 +413,7 @@ impl Authenticator {
     /// issued under. With auth off, everyone is unrestricted.
     pub fn authenticate(&self, authorization: Option<&str>) -> Result<TokenCaller> {
         if !self.settings.required {
-            return Ok(TokenCaller { caller: Caller::Unrestricted, secret_version: None });
+            return Ok(TokenCaller { caller: Caller::Anonymous, secret_version: None });
         }
         let refuse = |reason: &str| {
             tracing::info!(reason, "request not authenticated");

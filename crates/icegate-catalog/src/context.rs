@@ -136,11 +136,12 @@ impl RequestContext {
         }
     }
 
-    /// Work that no principal asked for (start-up, background tasks, tests): everything is
-    /// allowed, and recorded as unrestricted.
-    pub fn system() -> Self {
+    /// Work that no principal asked for: `job` (start-up, a background job's kind, a test) and
+    /// the task it runs. Everything is allowed; decisions are recorded as unrestricted, and what
+    /// it writes names the system and the job as the actor.
+    pub fn system(job: &str, task_id: Option<&str>) -> Self {
         Self {
-            caller: Caller::Unrestricted,
+            caller: Caller::System { job: job.to_owned(), task_id: task_id.map(str::to_owned) },
             authorizer: None,
             idempotency: None,
             request_id: None,
@@ -175,9 +176,10 @@ impl RequestContext {
     pub fn write(&self) -> WriteContext {
         let principal = match &self.caller {
             Caller::Principal { id, .. } => id.clone(),
-            Caller::Unrestricted => String::new(),
+            Caller::Anonymous | Caller::System { .. } => String::new(),
         };
-        WriteContext { principal, idempotency: self.idempotency.clone() }
+        let decisions = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
+        WriteContext { principal, actor: self.caller.clone(), decisions, idempotency: self.idempotency.clone() }
     }
 
     pub fn caller(&self) -> &Caller {
@@ -219,7 +221,7 @@ impl RequestContext {
 
     async fn decide_with(&self, target: &Target, privilege: Privilege, now: bool) -> Result<(Outcome, Allowed)> {
         let (id, authorizer) = match (&self.caller, &self.authorizer) {
-            (Caller::Unrestricted, _) => {
+            (Caller::Anonymous | Caller::System { .. }, _) => {
                 self.record(target, privilege, Outcome::Unrestricted);
                 return Ok((Outcome::Unrestricted, Allowed { principal: None, holdings: None }));
             }
@@ -306,5 +308,27 @@ impl RequestContext {
         if let Some(authorizer) = &self.authorizer {
             authorizer.invalidate();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_system_s_writes_name_the_job_and_carry_its_decisions() {
+        let ctx = RequestContext::system("purge", Some("task-1"));
+        assert!(ctx.caller().unrestricted());
+        ctx.require(&Target::Server, Privilege::Admin, || unreachable!()).await.unwrap();
+        let write = ctx.write();
+        assert_eq!(write.actor, Caller::System { job: "purge".into(), task_id: Some("task-1".into()) });
+        assert_eq!(write.actor.describe(), "system:purge:task-1");
+        assert_eq!(write.principal, "", "no principal's idempotency keys");
+        assert_eq!(
+            write.decisions,
+            [Decision { target: Target::Server, privilege: Privilege::Admin, outcome: Outcome::Unrestricted }]
+        );
+        assert_eq!(Caller::Anonymous.describe(), "anonymous");
+        assert_eq!(Caller::Principal { id: "i".into(), name: "n".into() }.principal_id(), Some("i"));
     }
 }

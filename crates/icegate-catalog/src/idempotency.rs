@@ -39,16 +39,43 @@ impl IdempotencyScope {
 
 /// What a store mutation records with its change, in its own transaction: who makes it, and
 /// the request's idempotency key, if it carries one.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WriteContext {
     /// The principal's id (`""` when authentication is off, or for work no principal asked for).
     pub principal: String,
+    /// Who acts: the principal, the anonymous caller, or the system doing a job.
+    pub actor: crate::access::Caller,
+    /// The authorization decisions the change was made under, in order (what an audit record
+    /// of the change carries).
+    pub decisions: Vec<crate::context::Decision>,
     pub idempotency: Option<Arc<IdempotencyScope>>,
+}
+
+impl Default for WriteContext {
+    fn default() -> Self {
+        Self::NONE
+    }
 }
 
 impl WriteContext {
     /// A mutation that records nothing beside its change (start-up, tests, requests without a key).
-    pub const NONE: WriteContext = WriteContext { principal: String::new(), idempotency: None };
+    pub const NONE: WriteContext = WriteContext {
+        principal: String::new(),
+        actor: crate::access::Caller::System { job: String::new(), task_id: None },
+        decisions: Vec::new(),
+        idempotency: None,
+    };
+
+    /// A write by `principal` (tests and tools that act as one).
+    #[must_use]
+    pub fn by_principal(principal: &str, idempotency: Option<Arc<IdempotencyScope>>) -> Self {
+        Self {
+            principal: principal.to_owned(),
+            actor: crate::access::Caller::Principal { id: principal.to_owned(), name: principal.to_owned() },
+            decisions: Vec::new(),
+            idempotency,
+        }
+    }
 }
 
 /// How storing a request's answer went.

@@ -82,7 +82,7 @@ pub struct Catalog {
 fn budget_key(ctx: &RequestContext) -> &str {
     match ctx.caller() {
         Caller::Principal { id, .. } => id,
-        Caller::Unrestricted => "",
+        Caller::Anonymous | Caller::System { .. } => "",
     }
 }
 
@@ -455,7 +455,7 @@ impl Catalog {
             Some(allowed) => allowed.visible_to().map(str::to_owned),
             None => match ctx.caller() {
                 Caller::Principal { id, .. } => Some(id.clone()),
-                Caller::Unrestricted => None,
+                Caller::Anonymous | Caller::System { .. } => None,
             },
         };
         let mut views = Vec::new();

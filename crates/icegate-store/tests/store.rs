@@ -320,7 +320,7 @@ async fn concurrent_updates_of_different_keys_are_all_kept(db: TestDatabase) {
 fn keyed(principal: &str, key: &str) -> WriteContext {
     let key = icegate_catalog::idempotency::IdempotencyKey { principal: principal.into(), key: key.into() };
     let scope = icegate_catalog::idempotency::IdempotencyScope::new(key, "POST /v1/x".into(), "digest".into());
-    WriteContext { principal: principal.into(), idempotency: Some(Arc::new(scope)) }
+    WriteContext::by_principal(principal, Some(Arc::new(scope)))
 }
 
 async fn an_idempotency_key_is_recorded_with_its_mutation_and_answered_only_by_its_request(db: TestDatabase) {
@@ -358,10 +358,7 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
     let store = &db.store;
     let wh = warehouse(store, "w1").await;
     store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
-    let (a, b) = (
-        WriteContext { principal: "a".into(), idempotency: None },
-        WriteContext { principal: "b".into(), idempotency: None },
-    );
+    let (a, b) = (WriteContext::by_principal("a", None), WriteContext::by_principal("b", None));
     let until =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 3_600_000;
     let staged = "file:///tmp/w1/db/staged".to_owned();
@@ -408,7 +405,7 @@ async fn a_dropped_namespace_leaves_its_staged_locations_reserved(db: TestDataba
     let store = &db.store;
     let wh = warehouse(store, "w1").await;
     store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
-    let stager = WriteContext { principal: "a".into(), idempotency: None };
+    let stager = WriteContext::by_principal("a", None);
     let until =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 + 3_600_000;
     let staged = "file:///tmp/w1/db/staged".to_owned();
@@ -421,7 +418,7 @@ async fn a_dropped_namespace_leaves_its_staged_locations_reserved(db: TestDataba
     let refused = |r: Result<(), CatalogError>| assert!(matches!(r, Err(CatalogError::BadRequest(_))), "{r:?}");
     let child = NamespaceIdent::from_levels(["db", "staged"]).unwrap();
     refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
-    for who in [&stager, &WriteContext { principal: "b".into(), idempotency: None }] {
+    for who in [&stager, &WriteContext::by_principal("b", None)] {
         refused(store.check_locations_free(who, &wh, (&ns("db"), "t"), std::slice::from_ref(&staged), None).await);
         refused(store.reserve_locations(who, &wh, &ns("db"), "t", std::slice::from_ref(&staged), until).await);
     }

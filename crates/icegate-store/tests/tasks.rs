@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use icegate_catalog::clock::{Clock, ManualClock};
-use icegate_catalog::store::prelude::*;
 use icegate_catalog::jobs::{Finish, Job, NewTask, Progress, Runner, TaskFilter, TaskRun, TaskState, TaskStore};
+use icegate_catalog::store::prelude::*;
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 use serde_json::{Value, json};
@@ -247,8 +247,7 @@ async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
         .id;
     let key = icegate_catalog::idempotency::IdempotencyKey { principal: "p".into(), key: "k".into() };
     let scope = icegate_catalog::idempotency::IdempotencyScope::new(key.clone(), "POST /v1/x".into(), "d".into());
-    let write =
-        icegate_catalog::idempotency::WriteContext { principal: "p".into(), idempotency: Some(Arc::new(scope)) };
+    let write = icegate_catalog::idempotency::WriteContext::by_principal("p", Some(Arc::new(scope)));
     let ns = NamespaceIdent::from_levels(["a"]).unwrap();
     store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
     let catalog: Arc<dyn CatalogStore> = store.clone();

@@ -62,7 +62,7 @@ impl TaskRun {
 
     /// The context the job acts in: the system's, doing this job.
     pub fn context(&self) -> RequestContext {
-        RequestContext::system()
+        RequestContext::system(&self.record.kind, Some(&self.record.id))
     }
 
     /// Whether the job should stop: the server is shutting down, the task was cancelled, or its
