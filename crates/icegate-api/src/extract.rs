@@ -112,7 +112,7 @@ where
     }
 }
 
-/// The request's context, as the guard made it (see [`crate::authz`]), with the request's
+/// The request's context, as the guard made it (see [`crate::authn`]), with the request's
 /// idempotency key. Every handler but the public routes' takes one, and hands it to the one
 /// service method it calls; a handler reached without one (a route the guard did not pass) is a
 /// wiring bug, and the request is refused before anything runs.

@@ -5,7 +5,7 @@
 //! `endpoints` list of `/v1/config` is read off the same document, so what is served, what is
 //! documented and what is advertised cannot drift apart.
 
-pub mod authz;
+pub mod authn;
 pub mod body_memory;
 pub mod error;
 pub mod extract;
@@ -15,7 +15,6 @@ pub mod models;
 pub mod oidc;
 pub mod openapi;
 pub mod routes;
-pub mod table_models;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +28,7 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
-pub use authz::Security;
+pub use authn::Security;
 pub use metrics::Metrics;
 
 /// The header that carries the request id, in both directions.
@@ -58,9 +57,9 @@ pub struct AppStateInner {
     pub idempotency_lifetime: Duration,
     pub request_timeout: Duration,
     pub max_body_bytes: usize,
-    pub security: authz::Security,
+    pub security: authn::Security,
     /// Principals, roles, memberships and grants.
-    pub access: icegate_catalog::management::AccessAdmin,
+    pub access: icegate_catalog::access_admin::AccessAdmin,
     /// The methods of every documented route: a method a route does not serve is answered 405
     /// without authenticating.
     pub operations: Arc<std::collections::HashMap<String, Vec<axum::http::Method>>>,
@@ -96,12 +95,12 @@ pub use icegate_catalog::service::UNIT_SEPARATOR;
 
 /// The complete application: every route, with request ids, tracing, metrics, limits and the
 /// Iceberg error format applied to all of them.
-pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
+pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
     let catalog =
         catalog.with_public_url(options.public_url.clone()).with_namespace_separator(options.namespace_separator);
     let access =
-        icegate_catalog::management::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
+        icegate_catalog::access_admin::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {
         catalog,
         access,
@@ -150,7 +149,7 @@ pub fn app(catalog: Catalog, security: authz::Security, metrics: Arc<Metrics>, o
             body_memory::reserve,
         ))
         // Authentication before idempotency: a key belongs to the caller that sent it.
-        .layer(axum::middleware::from_fn_with_state(state, authz::guard))
+        .layer(axum::middleware::from_fn_with_state(state, authn::guard))
         // Shed before authenticating (cheap), inside the metrics so shed requests are counted.
         .layer(axum::middleware::from_fn_with_state(InFlight::new(options.max_in_flight), shed_load))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))

@@ -9,7 +9,7 @@ use std::time::Duration;
 use icegate_api::{HttpOptions, Metrics, Security};
 use icegate_bench::{Target, Tree};
 use icegate_catalog::access::{AccessStore, Authorizer};
-use icegate_catalog::auth::{AuthSettings, Authenticator};
+use icegate_catalog::tokens::{AuthSettings, Authenticator};
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 

@@ -10,7 +10,7 @@
 //! requests into these types, the services decide, and the store persists.
 
 pub mod access;
-pub mod auth;
+pub mod access_admin;
 mod authorization;
 pub mod budget;
 pub mod cache;
@@ -23,7 +23,6 @@ pub mod files;
 pub mod idempotency;
 pub mod ident;
 pub mod jobs;
-pub mod management;
 pub mod metadata_cache;
 pub mod pagination;
 pub mod schema_cost;
@@ -31,6 +30,7 @@ pub mod service;
 pub mod storage;
 pub mod store;
 pub mod tables;
+pub mod tokens;
 pub mod views;
 
 pub use context::RequestContext;

@@ -97,15 +97,14 @@ pub const DEFAULT_MAX_UPDATES: usize = 10_000;
 pub const DEFAULT_MAX_METADATA_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The default bound of the metadata document cache (`catalog.metadata_cache_bytes`): with the
-/// commit budget, what keeps a 100,000-table catalog with a hundred 2,000-snapshot tables
-/// committed to at once within 150 MB resident, peak included (64 MiB and 32 MiB peaked at
-/// 160 MB; docs/benchmarks.md, "Fourth pass"). An entry may take an eighth: tables of up to about
-/// 5,000 snapshots keep their parsed form.
+/// commit budget, chosen so that a large catalog with many big tables committed to at once
+/// stays within a small, flat resident size (docs/benchmarks.md, "Memory"). An entry may take
+/// an eighth, so tables of a few thousand snapshots keep their parsed form.
 pub const DEFAULT_METADATA_CACHE_BYTES: u64 = 48 * 1024 * 1024;
 
-/// The default memory budget of commits in flight (`catalog.commit_memory_bytes`): ten commits
-/// of 0.8 MB documents at once (five whose table must be parsed first), more than two cores
-/// stage; measured no slower than twice as much.
+/// The default memory budget of commits in flight (`catalog.commit_memory_bytes`): room for
+/// more big-table commits at once than a small server's cores stage, so a larger budget buys
+/// no throughput (docs/benchmarks.md, "Big tables").
 pub const DEFAULT_COMMIT_MEMORY_BYTES: u64 = 16 * 1024 * 1024;
 
 impl Catalog {

@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use icegate_api::{HttpOptions, Metrics, Security};
 use icegate_catalog::access::{AccessStore, Authorizer};
-use icegate_catalog::auth::{AuthSettings, Authenticator};
 use icegate_catalog::storage::SecretCipher;
+use icegate_catalog::tokens::{AuthSettings, Authenticator};
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::{SqlStore, StoreOptions};
 use tokio::net::TcpListener;
@@ -60,11 +60,10 @@ struct BootstrapArgs {
 }
 
 /// jemalloc rather than glibc's allocator: a catalog answers with documents of a few kilobytes,
-/// and glibc consolidates its free lists on every allocation that size (perf: `malloc_consolidate`
-/// and `_int_malloc` were a sixth of a loadTable's cycles on a large catalog). Rather than
-/// mimalloc too: with a cache that turns over (small tables' documents giving way to big ones),
-/// mimalloc was 115 and 133 MB resident where jemalloc was 89 and 117 MB (after creating
-/// 100,000 tables, then 100 big ones), at the same throughput (docs/benchmarks.md, "Memory").
+/// and glibc consolidates its free lists on every allocation that size, a visible share of a
+/// loadTable's cycles. Rather than mimalloc too: with a cache that turns over (small tables'
+/// documents giving way to big ones) jemalloc stayed smaller at the same throughput
+/// (docs/benchmarks.md, "Memory").
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -147,9 +146,9 @@ async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
     if config.database.run_migrations {
         store.migrate().await?;
     }
-    let (new_client_id, secret) = (icegate_catalog::auth::new_client_id(), icegate_catalog::auth::random_secret());
+    let (new_client_id, secret) = (icegate_catalog::tokens::new_client_id(), icegate_catalog::tokens::random_secret());
     let client_id = if recover {
-        let client_id = icegate_catalog::auth::recover_admin(&store, &new_client_id, &secret).await?;
+        let client_id = icegate_catalog::tokens::recover_admin(&store, &new_client_id, &secret).await?;
         // Until the audit trail exists, the log is where this is recorded.
         tracing::warn!(
             principal = "admin",
@@ -160,7 +159,7 @@ async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
         println!("Recovered principal `admin` (server admin). Its new secret is shown only now:");
         client_id
     } else {
-        if !icegate_catalog::auth::bootstrap_admin(&store, &new_client_id, &secret).await? {
+        if !icegate_catalog::tokens::bootstrap_admin(&store, &new_client_id, &secret).await? {
             let admins = icegate_catalog::access::AccessStore::server_admins(&store).await?;
             let hint = if admins.is_empty() {
                 "no principal holds admin on the server any more; `icegate bootstrap --recover` gives `admin`                  a new secret and admin again"
@@ -242,7 +241,7 @@ fn print_pyiceberg_snippet(url: &str, config: &Config, credential: Option<&str>)
 async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security> {
     let access: Arc<dyn AccessStore> = Arc::new(store.clone());
     if let (Some(id), Some(secret)) = (&config.auth.bootstrap_client_id, &config.auth.bootstrap_client_secret)
-        && icegate_catalog::auth::bootstrap_admin(access.as_ref(), id, secret).await?
+        && icegate_catalog::tokens::bootstrap_admin(access.as_ref(), id, secret).await?
     {
         tracing::info!(client_id = %id, "created the bootstrap admin principal");
     }

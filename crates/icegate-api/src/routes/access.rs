@@ -4,7 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use icegate_catalog::NamespaceIdent;
 use icegate_catalog::access::{GrantRecord, Privilege, SecurableRef, SecurableType};
-use icegate_catalog::management::Credentials;
+use icegate_catalog::access_admin::Credentials;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -522,11 +522,11 @@ pub async fn list_grants(
         .transpose()
         .map_err(|e| ApiError::bad_request(format!("type: {e}")))?;
     let paginated = query.page_token.is_some() || query.page_size.is_some();
-    let page_size = query.page_size.unwrap_or(icegate_catalog::management::MAX_GRANTS_PAGE);
-    if !(1..=icegate_catalog::management::MAX_GRANTS_PAGE).contains(&page_size) {
+    let page_size = query.page_size.unwrap_or(icegate_catalog::access_admin::MAX_GRANTS_PAGE);
+    if !(1..=icegate_catalog::access_admin::MAX_GRANTS_PAGE).contains(&page_size) {
         return Err(ApiError::bad_request(format!(
             "pageSize must be between 1 and {}",
-            icegate_catalog::management::MAX_GRANTS_PAGE
+            icegate_catalog::access_admin::MAX_GRANTS_PAGE
         )));
     }
     let after_id = match query.page_token.as_deref() {

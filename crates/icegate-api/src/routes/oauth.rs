@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use icegate_catalog::auth::TokenError;
+use icegate_catalog::tokens::TokenError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -14,13 +14,13 @@ use icegate_catalog::tables::{
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Path, Query};
-use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
-use crate::table_models::{
+use crate::models::tables::{
     CommitTableFields, CommitTableRequest, CommitTableResponse, CommitTransactionRequest, CreateTableRequest,
     DropTableQuery, ListTablesQuery, ListTablesResponse, LoadCredentialsResponse, LoadTableFields, LoadTableQuery,
     LoadTableResult, RegisterTableRequest, RemoteSignRequest, RemoteSignResult, RemoteSigningConfig,
     RenameTableRequest, ReportMetricsRequest, StorageCredential, TableIdentifier, UnregisterTableResult, WithMetadata,
 };
+use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
 use icegate_catalog::RequestContext;
 use icegate_catalog::schema_cost::Pending;
 
@@ -89,7 +89,7 @@ fn load_result(
                     let key = format!("{location}|{}", result.etag);
                     let document = result.metadata_json.clone();
                     let cache = state.catalog.metadata_cache();
-                    Some(cache.gzip(&key, || crate::table_models::gzip_member(document.as_bytes())))
+                    Some(cache.gzip(&key, || crate::models::tables::gzip_member(document.as_bytes())))
                 }
             }
         }

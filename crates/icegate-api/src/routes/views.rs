@@ -12,11 +12,11 @@ use serde_json::value::RawValue;
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Path, Query};
-use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, ViewPath};
-use crate::table_models::{
+use crate::models::tables::{
     CommitViewRequest, CreateViewRequest, ListTablesQuery, ListTablesResponse, LoadViewResult, RegisterViewRequest,
     RenameTableRequest, TableIdentifier,
 };
+use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, ViewPath};
 
 fn result(view: ViewResult) -> Result<Json<LoadViewResult>, ApiError> {
     let metadata = RawValue::from_string(view.metadata_json)

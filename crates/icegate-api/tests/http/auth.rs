@@ -497,7 +497,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
     .collect();
     let mut checked = 0;
     for (method, route) in icegate_api::openapi::documents().operations() {
-        if icegate_api::authz::PUBLIC_ROUTES.contains(&route.as_str()) {
+        if icegate_api::authn::PUBLIC_ROUTES.contains(&route.as_str()) {
             continue;
         }
         let body = bodies.get(&(method.as_str(), route.as_str())).cloned();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use icegate_api::{HttpOptions, Metrics, Security};
 use icegate_catalog::access::{AccessStore, Authorizer};
-use icegate_catalog::auth::{AuthSettings, Authenticator};
+use icegate_catalog::tokens::{AuthSettings, Authenticator};
 use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 use reqwest::{Method, StatusCode};
@@ -60,7 +60,7 @@ impl TestApp {
     pub async fn spawn_secured_with_oidc(backend: TestBackend, oidc: Vec<icegate_api::oidc::OidcIssuerConfig>) -> Self {
         let app = Self::spawn_auth(backend, true, oidc).await;
         let db = app._db.as_ref().unwrap();
-        assert!(icegate_catalog::auth::bootstrap_admin(&db.store, ADMIN_ID, ADMIN_SECRET).await.unwrap());
+        assert!(icegate_catalog::tokens::bootstrap_admin(&db.store, ADMIN_ID, ADMIN_SECRET).await.unwrap());
         app
     }
 

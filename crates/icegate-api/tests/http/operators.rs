@@ -83,7 +83,7 @@ async fn recovery_gives_admin_a_new_secret_and_admin_again(app: TestApp) {
     principal_with_secret(&app, &admin, "other").await;
     let store = &app._db.as_ref().unwrap().store;
     let secret = "recovered-secret-0123456789";
-    let client_id = icegate_catalog::auth::recover_admin(store, "unused-id", secret).await.unwrap();
+    let client_id = icegate_catalog::tokens::recover_admin(store, "unused-id", secret).await.unwrap();
     assert_eq!(client_id, ADMIN_ID, "the existing principal keeps its client id");
     assert_eq!(token_status(&app, ADMIN_ID, ADMIN_SECRET).await, 401, "the old secret is gone");
     let recovered = token(&app, ADMIN_ID, secret).await;
@@ -91,7 +91,7 @@ async fn recovery_gives_admin_a_new_secret_and_admin_again(app: TestApp) {
     // Other principals are untouched, and recovering twice changes nothing more.
     let (status, other) = call(&app, &recovered, Method::GET, "/management/v1/principals/other", None).await;
     assert_eq!((status, other["roles"].clone()), (StatusCode::OK, json!(["other-role"])));
-    icegate_catalog::auth::recover_admin(store, "unused-id", secret).await.unwrap();
+    icegate_catalog::tokens::recover_admin(store, "unused-id", secret).await.unwrap();
     let (_, grants) = call(&app, &recovered, Method::GET, "/management/v1/grants?role=admin", None).await;
     assert_eq!(grants["grants"].as_array().unwrap().len(), 1, "{grants}");
 }

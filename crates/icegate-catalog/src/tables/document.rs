@@ -41,10 +41,9 @@ use crate::error::{CatalogError, Result};
 const CHUNK_BYTES: usize = 16 * 1024;
 
 /// How hard a commit compresses the gzip members it writes: zlib-rs's fastest level that still
-/// searches for matches (`deflate_fast`). On table documents its members are 4-7% larger than
-/// level 6's (100 and 2,000 snapshots); compressing at level 6 was a sixth of a small table's
-/// commit (perf), and commits of 100-snapshot tables went from 1,267 to 1,390/s with this level
-/// (docs/benchmarks.md).
+/// searches for matches (`deflate_fast`). Its members are a little larger than the default
+/// level's, and compressing at the default level was a large share of a small table's commit
+/// (docs/benchmarks.md has the measurements).
 const LEVEL: flate2::Compression = flate2::Compression::new(2);
 
 /// A table's refs by name (what `TableMetadata` keeps but does not expose).

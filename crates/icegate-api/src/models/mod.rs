@@ -1,5 +1,8 @@
 //! Request and response bodies of the Iceberg REST catalog, named and shaped exactly as in the
-//! spec (`rest-catalog-open-api`), so the generated OpenAPI can be compared with it.
+//! spec (`rest-catalog-open-api`), so the generated OpenAPI can be compared with it: here the
+//! shared ones (namespaces, config, pages), in `tables` the table endpoints'.
+
+pub mod tables;
 
 use std::collections::BTreeMap;
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::models::{Namespace, PageToken};
+use super::{Namespace, PageToken};
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct TableIdentifier {

@@ -1,4 +1,5 @@
-//! Authentication of every request, and the request context it yields.
+//! Authentication of every request (not authorization: the services decide), and the request
+//! context it yields.
 //!
 //! The HTTP layer authenticates; it does not authorize. [`guard`] turns the bearer token into a
 //! caller and puts a [`RequestContext`] on the request; each handler hands that context to one
@@ -14,7 +15,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::access::{Authorizer, Caller};
-use icegate_catalog::auth::{Authenticator, TokenCaller};
+use icegate_catalog::tokens::{Authenticator, TokenCaller};
 use icegate_catalog::{CatalogError, RequestContext};
 
 use crate::AppState;
@@ -135,7 +136,7 @@ mod tests {
     use axum::body::Body;
     use axum::http::{Method, Request, StatusCode};
     use icegate_catalog::access::{AccessStore, Authorizer};
-    use icegate_catalog::auth::{AuthSettings, Authenticator};
+    use icegate_catalog::tokens::{AuthSettings, Authenticator};
     use icegate_catalog::{Catalog, CatalogStore};
     use icegate_store::testing::{TestBackend, TestDatabase};
     use tower::ServiceExt;
@@ -168,7 +169,7 @@ mod tests {
         let catalog = Catalog::new(store.clone(), Arc::new(icegate_storage::ObjectStoreIo::new()), None);
         let (router, documents) = crate::openapi::routes();
         let state = AppState(Arc::new(AppStateInner {
-            access: icegate_catalog::management::AccessAdmin::new(access, catalog.clone()),
+            access: icegate_catalog::access_admin::AccessAdmin::new(access, catalog.clone()),
             catalog,
             metrics: Metrics::new(),
             endpoints: Arc::new(Vec::new()),

@@ -10,12 +10,12 @@ use crate::access::{
     AccessStore, Caller, GrantFilter, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType,
     Target, now_ms,
 };
-use crate::auth::{hash_secret, new_client_id, random_secret};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::validate_name;
 use crate::service::Catalog;
 use crate::store::TabularKind;
+use crate::tokens::{hash_secret, new_client_id, random_secret};
 
 /// A principal's new credentials, shown once.
 #[derive(Debug, Clone)]
