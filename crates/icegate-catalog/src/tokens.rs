@@ -482,28 +482,7 @@ pub async fn recover_admin(access: &dyn AccessStore, new_client_id: &str, client
             new_client_id.to_owned()
         }
     };
-    match access.create_role(ADMIN).await {
-        Ok(_) | Err(CatalogError::AlreadyExists(_)) => {}
-        Err(err) => return Err(err),
-    }
-    access.add_role_member(ADMIN, ADMIN).await?;
-    let server = crate::access::SecurableRef {
-        kind: crate::access::SecurableType::Server,
-        warehouse: None,
-        namespace: None,
-        name: None,
-    };
-    match access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
-        Ok(_) => {}
-        Err(CatalogError::AlreadyExists(_)) => {
-            // The role holds it already, possibly with an expiry: make it permanent.
-            if !access.server_admins().await?.iter().any(|name| name == ADMIN) {
-                access.revoke(ADMIN, crate::access::Privilege::Admin, (&server, None)).await?;
-                access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await?;
-            }
-        }
-        Err(err) => return Err(err),
-    }
+    make_server_admin(access).await?;
     Ok(client_id)
 }
 
@@ -519,6 +498,13 @@ pub async fn bootstrap_admin(access: &dyn AccessStore, client_id: &str, client_s
         Err(CatalogError::AlreadyExists(_)) => return Ok(false),
         Err(err) => return Err(err),
     }
+    make_server_admin(access).await?;
+    Ok(true)
+}
+
+/// Makes the principal `admin` a member of the role `admin`, which holds `admin` on the server
+/// without expiry (creating the role, and making an expiring grant permanent).
+async fn make_server_admin(access: &dyn AccessStore) -> Result<()> {
     match access.create_role(ADMIN).await {
         Ok(_) | Err(CatalogError::AlreadyExists(_)) => {}
         Err(err) => return Err(err),
@@ -531,7 +517,16 @@ pub async fn bootstrap_admin(access: &dyn AccessStore, client_id: &str, client_s
         name: None,
     };
     match access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
-        Ok(_) | Err(CatalogError::AlreadyExists(_)) => Ok(true),
+        Ok(_) => Ok(()),
+        Err(CatalogError::AlreadyExists(_)) => {
+            // The role holds it already, possibly with an expiry (or another replica granted
+            // it just now): make sure it does not expire.
+            if !access.server_admins().await?.iter().any(|name| name == ADMIN) {
+                access.revoke(ADMIN, crate::access::Privilege::Admin, (&server, None)).await?;
+                access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await?;
+            }
+            Ok(())
+        }
         Err(err) => Err(err),
     }
 }

@@ -44,8 +44,8 @@ pub(crate) async fn call(
     (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) })
 }
 
-/// A principal holding one role with the given grants; returns its token.
-pub(crate) async fn principal(app: &TestApp, admin: &str, name: &str, grants: &[(&str, Value)]) -> String {
+/// A principal `name`, member of its own role `<name>-role`; returns its client id and secret.
+pub(crate) async fn principal_with_secret(app: &TestApp, admin: &str, name: &str) -> (String, String) {
     let (status, created) =
         call(app, admin, Method::POST, "/management/v1/principals", Some(json!({"name": name}))).await;
     assert_eq!(status, 201, "{created}");
@@ -53,12 +53,18 @@ pub(crate) async fn principal(app: &TestApp, admin: &str, name: &str, grants: &[
     assert_eq!(call(app, admin, Method::POST, "/management/v1/roles", Some(json!({"name": role}))).await.0, 201);
     let path = format!("/management/v1/roles/{role}/principals/{name}");
     assert_eq!(call(app, admin, Method::PUT, &path, None).await.0, 204);
+    (created["client-id"].as_str().unwrap().to_owned(), created["client-secret"].as_str().unwrap().to_owned())
+}
+
+/// A principal holding one role with the given grants; returns its token.
+pub(crate) async fn principal(app: &TestApp, admin: &str, name: &str, grants: &[(&str, Value)]) -> String {
+    let (id, secret) = principal_with_secret(app, admin, name).await;
     for (privilege, securable) in grants {
-        let grant = json!({"role": role, "privilege": privilege, "securable": securable});
+        let grant = json!({"role": format!("{name}-role"), "privilege": privilege, "securable": securable});
         let (status, body) = call(app, admin, Method::POST, "/management/v1/grants", Some(grant)).await;
         assert_eq!(status, 201, "{body}");
     }
-    token(app, created["client-id"].as_str().unwrap(), created["client-secret"].as_str().unwrap()).await
+    token(app, &id, &secret).await
 }
 
 fn table_body(name: &str) -> Value {

@@ -7,21 +7,9 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::auth::{call, token};
+use crate::auth::{call, principal_with_secret, token};
 use crate::common::{ADMIN_ID, ADMIN_SECRET, TestApp, assert_error};
 use crate::{http_tests, secured_http_tests};
-
-/// A principal `name` (member of role `<name>-role`); returns its client id and secret.
-async fn principal_with_secret(app: &TestApp, admin: &str, name: &str) -> (String, String) {
-    let (status, created) =
-        call(app, admin, Method::POST, "/management/v1/principals", Some(json!({"name": name}))).await;
-    assert_eq!(status, 201, "{created}");
-    let role = format!("{name}-role");
-    assert_eq!(call(app, admin, Method::POST, "/management/v1/roles", Some(json!({"name": role}))).await.0, 201);
-    let path = format!("/management/v1/roles/{role}/principals/{name}");
-    assert_eq!(call(app, admin, Method::PUT, &path, None).await.0, 204);
-    (created["client-id"].as_str().unwrap().to_owned(), created["client-secret"].as_str().unwrap().to_owned())
-}
 
 async fn token_status(app: &TestApp, id: &str, secret: &str) -> StatusCode {
     let form = [("grant_type", "client_credentials"), ("client_id", id), ("client_secret", secret)];
