@@ -432,4 +432,6 @@ impl CatalogStore for SqlStore {
 }
 
 #[cfg(feature = "testing")]
+pub mod faults;
+#[cfg(feature = "testing")]
 pub mod testing;

@@ -1,20 +1,17 @@
 //! Commit failure paths a real database cannot be made to take on demand: the swap fails after
 //! (or before) it applied, the database is gone when the commit asks what happened, a swap
-//! loses a race. `FaultyStore` is a real SQLite store with faults injected into the swap;
+//! loses a race. The store is a real SQLite store with faults injected into the swap (`Injected`);
 //! tables and views go through the same paths and get the same answers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use async_trait::async_trait;
-use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
-use icegate_catalog::storage::StorageProfile;
-use icegate_catalog::store::{
-    Dropped, IdempotencyStore, MetadataSwap, NamespaceStore, NewTabular, Page, PageRequest, PoolStats,
-    PropertiesChange, SwapOutcome, Tabular, TabularHead, TabularKind, TabularStore, Warehouse, WarehouseStore,
-};
-use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
+use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::store::{MetadataSwap, NewTabular, SwapOutcome, TabularKind, TabularStore, WarehouseStore};
+use icegate_catalog::{CatalogError, Result, StorageRoot, WarehouseName};
 use icegate_store::SqlStore;
+use icegate_store::faults::{FaultStore, Faults};
 use icegate_store::testing::{TestBackend, TestDatabase};
 use serde_json::{Value, json};
 
@@ -42,13 +39,13 @@ enum Fault {
     CreateStateUnknown,
 }
 
-struct FaultyStore {
-    inner: SqlStore,
+/// The faults a test arms: what the next swap (or create) does, and whether the database is gone.
+struct Injected {
     fault: AtomicU8,
     gone: AtomicBool,
 }
 
-impl FaultyStore {
+impl Injected {
     fn arm(&self, fault: Fault) {
         self.fault.store(fault as u8, Ordering::SeqCst);
     }
@@ -65,13 +62,6 @@ impl FaultyStore {
             _ => Fault::None,
         }
     }
-
-    fn reachable(&self) -> Result<()> {
-        if self.gone.load(Ordering::SeqCst) {
-            return Err(CatalogError::Unavailable("the metadata store went away".into()));
-        }
-        Ok(())
-    }
 }
 
 fn broken() -> CatalogError {
@@ -79,127 +69,28 @@ fn broken() -> CatalogError {
 }
 
 #[async_trait]
-impl CatalogStore for FaultyStore {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+impl Faults for Injected {
+    /// Once the database is gone, the reads a commit makes to learn what happened fail too.
+    async fn before(&self, call: &'static str) -> Result<()> {
+        let read = matches!(call, "load_tabular" | "load_tabular_head" | "metadata_location_of");
+        if read && self.gone.load(Ordering::SeqCst) {
+            return Err(CatalogError::Unavailable("the metadata store went away".into()));
+        }
+        Ok(())
     }
-    fn pool_stats(&self) -> PoolStats {
-        self.inner.pool_stats()
-    }
-    async fn ping(&self) -> Result<()> {
-        self.inner.ping().await
-    }
-}
 
-#[async_trait]
-impl WarehouseStore for FaultyStore {
-    async fn create_warehouse(&self, n: &WarehouseName, r: &StorageRoot, p: &StorageProfile) -> Result<Warehouse> {
-        self.inner.create_warehouse(n, r, p).await
-    }
-    async fn update_storage_profile(&self, n: &WarehouseName, p: &StorageProfile) -> Result<Warehouse> {
-        self.inner.update_storage_profile(n, p).await
-    }
-    async fn ensure_warehouse(&self, n: &WarehouseName, r: &StorageRoot) -> Result<Warehouse> {
-        self.inner.ensure_warehouse(n, r).await
-    }
-    async fn list_warehouses(&self, v: Option<&str>) -> Result<Vec<Warehouse>> {
-        self.inner.list_warehouses(v).await
-    }
-    async fn warehouse_by_name(&self, n: &WarehouseName) -> Result<Option<Warehouse>> {
-        self.inner.warehouse_by_name(n).await
-    }
-    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>> {
-        self.inner.warehouse_by_id(id).await
-    }
-    async fn delete_warehouse(&self, n: &WarehouseName) -> Result<()> {
-        self.inner.delete_warehouse(n).await
-    }
-}
-
-#[async_trait]
-impl NamespaceStore for FaultyStore {
-    async fn create_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent, p: &Properties) -> Result<()> {
-        self.inner.create_namespace(x, w, ns, p).await
-    }
-    async fn list_namespaces(
-        &self,
-        w: &str,
-        parent: Option<&NamespaceIdent>,
-        page: &PageRequest,
-        v: Option<&str>,
-    ) -> Result<Page<NamespaceIdent>> {
-        self.inner.list_namespaces(w, parent, page, v).await
-    }
-    async fn load_namespace(&self, w: &str, ns: &NamespaceIdent) -> Result<Option<Properties>> {
-        self.inner.load_namespace(w, ns).await
-    }
-    async fn namespace_exists(&self, w: &str, ns: &NamespaceIdent) -> Result<bool> {
-        self.inner.namespace_exists(w, ns).await
-    }
-    async fn drop_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent) -> Result<()> {
-        self.inner.drop_namespace(x, w, ns).await
-    }
-    async fn update_namespace_properties(
-        &self,
-        x: &WriteContext,
-        w: &str,
-        ns: &NamespaceIdent,
-        updates: &Properties,
-        removals: &[String],
-    ) -> Result<PropertiesChange> {
-        self.inner.update_namespace_properties(x, w, ns, updates, removals).await
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for FaultyStore {
-    async fn idempotency_record(&self, key: &IdempotencyKey) -> Result<Option<IdempotencyRecord>> {
-        self.inner.idempotency_record(key).await
-    }
-    async fn finalize_idempotency_key(
-        &self,
-        scope: &IdempotencyScope,
-        status: u16,
-        body: &str,
-        keep_unreserved: bool,
-    ) -> Result<Finalized> {
-        self.inner.finalize_idempotency_key(scope, status, body, keep_unreserved).await
-    }
-    async fn delete_idempotency_key(&self, key: &IdempotencyKey) -> Result<()> {
-        self.inner.delete_idempotency_key(key).await
-    }
-    async fn delete_idempotency_keys_before(&self, before_ms: i64) -> Result<u64> {
-        self.inner.delete_idempotency_keys_before(before_ms).await
-    }
-}
-
-#[async_trait]
-impl TabularStore for FaultyStore {
-    async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
+    async fn create_tabular(&self, store: &SqlStore, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
         if self.take() == Fault::CreateStateUnknown {
             return Err(CatalogError::CommitStateUnknown("the connection failed during COMMIT".into()));
         }
-        self.inner.create_tabular(x, t).await
+        store.create_tabular(x, t).await
     }
-    async fn load_tabular(&self, w: &str, ns: &NamespaceIdent, n: &str, k: TabularKind) -> Result<Option<Tabular>> {
-        self.reachable()?;
-        self.inner.load_tabular(w, ns, n, k).await
-    }
-    async fn load_tabular_head(
-        &self,
-        w: &str,
-        ns: &NamespaceIdent,
-        n: &str,
-        k: TabularKind,
-    ) -> Result<Option<TabularHead>> {
-        self.reachable()?;
-        self.inner.load_tabular_head(w, ns, n, k).await
-    }
-    async fn swap_metadata(&self, x: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome> {
+
+    async fn swap_metadata(&self, store: &SqlStore, x: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome> {
         match self.take() {
-            Fault::None => self.inner.swap_metadata(x, swaps).await,
+            Fault::None => store.swap_metadata(x, swaps).await,
             Fault::FailAfterApplying => {
-                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
+                assert_eq!(store.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
                 Err(broken())
             }
             Fault::FailBeforeApplying => Err(broken()),
@@ -210,89 +101,31 @@ impl TabularStore for FaultyStore {
             Fault::ConflictOnce => Ok(SwapOutcome::Conflict(0)),
             Fault::CreateStateUnknown => unreachable!("armed for a create"),
             Fault::FailAfterApplyingThenRenamed => {
-                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
+                assert_eq!(store.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
                 let swap = &swaps[0];
                 let moved = format!("{}_moved", swap.name);
                 let (from, to) = ((&swap.namespace, swap.name.as_str()), (&swap.namespace, moved.as_str()));
                 let mut renamed = false;
                 for kind in [TabularKind::Table, TabularKind::View] {
                     renamed |=
-                        self.inner.rename_tabular(x, &swap.warehouse_id, kind, from, to, Some(&swap.id)).await.is_ok();
+                        store.rename_tabular(x, &swap.warehouse_id, kind, from, to, Some(&swap.id)).await.is_ok();
                 }
                 assert!(renamed);
                 Err(broken())
             }
             Fault::FailAfterApplyingThenCommittedOver => {
-                assert_eq!(self.inner.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
+                assert_eq!(store.swap_metadata(x, swaps).await?, SwapOutcome::Applied);
                 let mut next = swaps[0].clone();
                 next.expected_metadata_location = next.metadata_location.clone();
                 next.metadata_location = next.metadata_location.replace(".metadata.json", "-next.metadata.json");
-                assert_eq!(self.inner.swap_metadata(x, &[next]).await?, SwapOutcome::Applied);
+                assert_eq!(store.swap_metadata(x, &[next]).await?, SwapOutcome::Applied);
                 Err(broken())
             }
         }
     }
-    async fn drop_tabular(
-        &self,
-        x: &WriteContext,
-        w: &str,
-        tabular: (&NamespaceIdent, &str),
-        k: TabularKind,
-        lease: i64,
-        expected: Option<&str>,
-    ) -> Result<Option<Dropped>> {
-        self.inner.drop_tabular(x, w, tabular, k, lease, expected).await
-    }
-    async fn metadata_location_of(&self, id: &str) -> Result<Option<String>> {
-        self.reachable()?;
-        self.inner.metadata_location_of(id).await
-    }
-    async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
-        self.inner.recorded_locations(id).await
-    }
-    async fn check_locations_free(
-        &self,
-        x: &WriteContext,
-        w: &str,
-        t: (&NamespaceIdent, &str),
-        locations: &[String],
-        exclude: Option<&str>,
-    ) -> Result<()> {
-        self.inner.check_locations_free(x, w, t, locations, exclude).await
-    }
-    async fn reserve_locations(
-        &self,
-        x: &WriteContext,
-        w: &str,
-        ns: &NamespaceIdent,
-        n: &str,
-        locations: &[String],
-        until: i64,
-    ) -> Result<()> {
-        self.inner.reserve_locations(x, w, ns, n, locations, until).await
-    }
-    async fn rename_tabular(
-        &self,
-        x: &WriteContext,
-        w: &str,
-        k: TabularKind,
-        from: (&NamespaceIdent, &str),
-        to: (&NamespaceIdent, &str),
-        expected: Option<&str>,
-    ) -> Result<()> {
-        self.inner.rename_tabular(x, w, k, from, to, expected).await
-    }
-    async fn list_tabulars(
-        &self,
-        w: &str,
-        ns: &NamespaceIdent,
-        k: TabularKind,
-        page: &PageRequest,
-        v: Option<&str>,
-    ) -> Result<Page<String>> {
-        self.inner.list_tabulars(w, ns, k, page, v).await
-    }
 }
+
+type FaultyStore = FaultStore<Injected>;
 
 /// A server over a faulty SQLite store with a namespace `db`, a table `t` and a view `v`.
 struct Lab {
@@ -308,8 +141,8 @@ const SCHEMA: &str =
 impl Lab {
     async fn new() -> Self {
         let db = TestDatabase::new(TestBackend::Sqlite).await;
-        let store =
-            Arc::new(FaultyStore { inner: db.store.clone(), fault: AtomicU8::new(0), gone: AtomicBool::new(false) });
+        let faults = Injected { fault: AtomicU8::new(0), gone: AtomicBool::new(false) };
+        let store = Arc::new(FaultStore::new(db.store.clone(), faults));
         let dir = tempfile::tempdir().unwrap();
         let name = WarehouseName::parse("default").unwrap();
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
@@ -374,7 +207,7 @@ const KINDS: [TabularKind; 2] = [TabularKind::Table, TabularKind::View];
 async fn a_swap_that_failed_after_applying_is_answered_as_committed() {
     let lab = Lab::new().await;
     for kind in KINDS {
-        lab.store.arm(Fault::FailAfterApplying);
+        lab.store.faults.arm(Fault::FailAfterApplying);
         let (status, body) = lab.commit(kind, "after").await;
         assert_eq!(status, 200, "{kind:?}: {body}");
         let loaded = lab.load(kind).await;
@@ -392,7 +225,7 @@ async fn a_swap_that_failed_after_applying_is_answered_as_committed() {
 async fn a_swap_that_failed_after_applying_is_found_by_id_after_a_rename() {
     for kind in KINDS {
         let lab = Lab::new().await;
-        lab.store.arm(Fault::FailAfterApplyingThenRenamed);
+        lab.store.faults.arm(Fault::FailAfterApplyingThenRenamed);
         let (status, body) = lab.commit(kind, "renamed").await;
         assert_eq!(status, 200, "{kind:?}: {body}");
         let moved = format!("{}_moved", Lab::path(kind));
@@ -412,7 +245,7 @@ async fn a_swap_that_failed_and_whose_row_moved_on_is_unknown_and_keeps_its_file
     for kind in KINDS {
         let lab = Lab::new().await;
         let before = lab.load(kind).await;
-        lab.store.arm(Fault::FailAfterApplyingThenCommittedOver);
+        lab.store.faults.arm(Fault::FailAfterApplyingThenCommittedOver);
         let (status, body) = lab.commit(kind, "over").await;
         assert_eq!(status, 500, "{kind:?}: {body}");
         assert_eq!(body["error"]["type"], "CommitStateUnknownException", "{kind:?}: {body}");
@@ -425,7 +258,7 @@ async fn a_swap_that_failed_and_whose_row_moved_on_is_unknown_and_keeps_its_file
 #[tokio::test]
 async fn a_create_whose_outcome_is_unknown_keeps_its_metadata_file() {
     let lab = Lab::new().await;
-    lab.store.arm(Fault::CreateStateUnknown);
+    lab.store.faults.arm(Fault::CreateStateUnknown);
     let schema: Value = serde_json::from_str(SCHEMA).unwrap();
     let (status, body) =
         lab.app.post("/v1/{prefix}/namespaces/db/tables", json!({"name": "u", "schema": schema})).await;
@@ -448,7 +281,7 @@ async fn a_swap_that_failed_before_applying_changes_nothing_and_leaves_no_file()
     let lab = Lab::new().await;
     for kind in KINDS {
         let before = lab.load(kind).await;
-        lab.store.arm(Fault::FailBeforeApplying);
+        lab.store.faults.arm(Fault::FailBeforeApplying);
         let (status, body) = lab.commit(kind, "lost").await;
         assert_eq!(status, 500, "{kind:?}: {body}");
         assert!(body["error"]["message"].as_str().unwrap().contains("error id"), "{kind:?}: {body}");
@@ -465,11 +298,11 @@ async fn a_commit_whose_outcome_cannot_be_learned_says_the_state_is_unknown_and_
     for kind in KINDS {
         let lab = Lab::new().await;
         let before = lab.load(kind).await;
-        lab.store.arm(Fault::FailAndGoAway);
+        lab.store.faults.arm(Fault::FailAndGoAway);
         let (status, body) = lab.commit(kind, "unknown").await;
         assert_eq!(status, 500, "{kind:?}: {body}");
         assert_eq!(body["error"]["type"], "CommitStateUnknownException", "{kind:?}: {body}");
-        lab.store.gone.store(false, Ordering::SeqCst);
+        lab.store.faults.gone.store(false, Ordering::SeqCst);
         // Nothing applied here, but the server could not know: the new file may be the table's.
         let after = lab.load(kind).await;
         assert_eq!(after["metadata-location"], before["metadata-location"], "{kind:?}");
@@ -481,7 +314,7 @@ async fn a_commit_whose_outcome_cannot_be_learned_says_the_state_is_unknown_and_
 async fn a_swap_that_lost_a_race_is_retried_and_its_file_removed() {
     let lab = Lab::new().await;
     for kind in KINDS {
-        lab.store.arm(Fault::ConflictOnce);
+        lab.store.faults.arm(Fault::ConflictOnce);
         let (status, body) = lab.commit(kind, "retried").await;
         assert_eq!(status, 200, "{kind:?}: {body}");
         let loaded = lab.load(kind).await;

@@ -6,14 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use icegate_api::HttpOptions;
-use icegate_catalog::idempotency::WriteContext;
-use icegate_catalog::storage::StorageProfile;
-use icegate_catalog::store::{
-    Dropped, IdempotencyStore, MetadataSwap, NamespaceStore, NewTabular, Page, PageRequest, PoolStats,
-    PropertiesChange, SwapOutcome, Tabular, TabularKind, TabularStore, Warehouse, WarehouseStore,
-};
-use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
-use icegate_store::testing::TestBackend;
+use icegate_catalog::{CatalogError, CatalogStore, Properties, Result, WarehouseName};
+use icegate_store::faults::{FaultStore, Faults};
+use icegate_store::testing::{TestBackend, TestDatabase};
 use icegate_store::{SqlStore, StoreOptions};
 use reqwest::Method;
 use serde_json::json;
@@ -139,14 +134,15 @@ async fn an_unreachable_database_fails_fast_with_503() {
     assert!(started.elapsed() < Duration::from_secs(8), "took {:?}", started.elapsed());
 }
 
-/// A store whose every call fails in a way a real database cannot be made to on demand:
-/// an internal error carrying a secret, or a call that never finishes.
-struct BrokenStore {
+/// Every store call fails in a way a real database cannot be made to on demand: an internal
+/// error carrying a secret, or a call that never finishes.
+struct Broken {
     hang: bool,
 }
 
-impl BrokenStore {
-    async fn fail<T>(&self) -> Result<T> {
+#[async_trait]
+impl Faults for Broken {
+    async fn before(&self, _call: &'static str) -> Result<()> {
         if self.hang {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -154,179 +150,16 @@ impl BrokenStore {
     }
 }
 
-#[async_trait]
-impl CatalogStore for BrokenStore {
-    fn backend(&self) -> &'static str {
-        "broken"
-    }
-    fn pool_stats(&self) -> PoolStats {
-        PoolStats::default()
-    }
-    async fn ping(&self) -> Result<()> {
-        self.fail().await
-    }
-}
-
-#[async_trait]
-impl WarehouseStore for BrokenStore {
-    async fn create_warehouse(&self, _: &WarehouseName, _: &StorageRoot, _: &StorageProfile) -> Result<Warehouse> {
-        self.fail().await
-    }
-    async fn update_storage_profile(&self, _: &WarehouseName, _: &StorageProfile) -> Result<Warehouse> {
-        self.fail().await
-    }
-    async fn ensure_warehouse(&self, _: &WarehouseName, _: &StorageRoot) -> Result<Warehouse> {
-        self.fail().await
-    }
-    async fn list_warehouses(&self, _: Option<&str>) -> Result<Vec<Warehouse>> {
-        self.fail().await
-    }
-    async fn warehouse_by_name(&self, _: &WarehouseName) -> Result<Option<Warehouse>> {
-        self.fail().await
-    }
-    async fn warehouse_by_id(&self, _: &str) -> Result<Option<Warehouse>> {
-        self.fail().await
-    }
-    async fn delete_warehouse(&self, _: &WarehouseName) -> Result<()> {
-        self.fail().await
-    }
-}
-
-#[async_trait]
-impl NamespaceStore for BrokenStore {
-    async fn create_namespace(&self, _: &WriteContext, _: &str, _: &NamespaceIdent, _: &Properties) -> Result<()> {
-        self.fail().await
-    }
-    async fn list_namespaces(
-        &self,
-        _: &str,
-        _: Option<&NamespaceIdent>,
-        _: &PageRequest,
-        _: Option<&str>,
-    ) -> Result<Page<NamespaceIdent>> {
-        self.fail().await
-    }
-    async fn load_namespace(&self, _: &str, _: &NamespaceIdent) -> Result<Option<Properties>> {
-        self.fail().await
-    }
-    async fn namespace_exists(&self, _: &str, _: &NamespaceIdent) -> Result<bool> {
-        self.fail().await
-    }
-    async fn drop_namespace(&self, _: &WriteContext, _: &str, _: &NamespaceIdent) -> Result<()> {
-        self.fail().await
-    }
-    async fn update_namespace_properties(
-        &self,
-        _: &WriteContext,
-        _: &str,
-        _: &NamespaceIdent,
-        _: &Properties,
-        _: &[String],
-    ) -> Result<PropertiesChange> {
-        self.fail().await
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for BrokenStore {
-    async fn idempotency_record(
-        &self,
-        _: &icegate_catalog::idempotency::IdempotencyKey,
-    ) -> Result<Option<icegate_catalog::idempotency::IdempotencyRecord>> {
-        self.fail().await
-    }
-    async fn finalize_idempotency_key(
-        &self,
-        _: &icegate_catalog::idempotency::IdempotencyScope,
-        _: u16,
-        _: &str,
-        _: bool,
-    ) -> Result<icegate_catalog::idempotency::Finalized> {
-        self.fail().await
-    }
-    async fn delete_idempotency_key(&self, _: &icegate_catalog::idempotency::IdempotencyKey) -> Result<()> {
-        self.fail().await
-    }
-    async fn delete_idempotency_keys_before(&self, _: i64) -> Result<u64> {
-        self.fail().await
-    }
-}
-
-#[async_trait]
-impl TabularStore for BrokenStore {
-    async fn create_tabular(&self, _: &WriteContext, _: &NewTabular<'_>) -> Result<String> {
-        self.fail().await
-    }
-    async fn load_tabular(&self, _: &str, _: &NamespaceIdent, _: &str, _: TabularKind) -> Result<Option<Tabular>> {
-        self.fail().await
-    }
-    async fn swap_metadata(&self, _: &WriteContext, _: &[MetadataSwap]) -> Result<SwapOutcome> {
-        self.fail().await
-    }
-    async fn drop_tabular(
-        &self,
-        _: &WriteContext,
-        _: &str,
-        _: (&NamespaceIdent, &str),
-        _: TabularKind,
-        _: i64,
-        _: Option<&str>,
-    ) -> Result<Option<Dropped>> {
-        self.fail().await
-    }
-    async fn metadata_location_of(&self, _: &str) -> Result<Option<String>> {
-        self.fail().await
-    }
-    async fn recorded_locations(&self, _: &str) -> Result<Vec<String>> {
-        self.fail().await
-    }
-    async fn check_locations_free(
-        &self,
-        _: &WriteContext,
-        _: &str,
-        _: (&NamespaceIdent, &str),
-        _: &[String],
-        _: Option<&str>,
-    ) -> Result<()> {
-        self.fail().await
-    }
-    async fn reserve_locations(
-        &self,
-        _: &WriteContext,
-        _: &str,
-        _: &NamespaceIdent,
-        _: &str,
-        _: &[String],
-        _: i64,
-    ) -> Result<()> {
-        self.fail().await
-    }
-    async fn rename_tabular(
-        &self,
-        _: &WriteContext,
-        _: &str,
-        _: TabularKind,
-        _: (&NamespaceIdent, &str),
-        _: (&NamespaceIdent, &str),
-        _: Option<&str>,
-    ) -> Result<()> {
-        self.fail().await
-    }
-    async fn list_tabulars(
-        &self,
-        _: &str,
-        _: &NamespaceIdent,
-        _: TabularKind,
-        _: &PageRequest,
-        _: Option<&str>,
-    ) -> Result<Page<String>> {
-        self.fail().await
-    }
+/// A server over a store whose every call fails (the database behind it is kept with it).
+async fn broken(hang: bool, options: HttpOptions) -> (TestApp, TestDatabase) {
+    let db = TestDatabase::new(TestBackend::Sqlite).await;
+    let store: Arc<dyn CatalogStore> = Arc::new(FaultStore::new(db.store.clone(), Broken { hang }));
+    (TestApp::serve(store, None, options).await, db)
 }
 
 #[tokio::test]
 async fn internal_errors_send_an_error_id_and_no_internals() {
-    let app = TestApp::serve(Arc::new(BrokenStore { hang: false }), None, default_options()).await;
+    let (app, _db) = broken(false, default_options()).await;
     let message = assert_error(app.get("/management/v1/warehouses").await, 500, "ServiceFailureException");
     assert!(message.contains("error id: "), "{message}");
     for secret in ["hunter2", "postgres://", "connection string"] {
@@ -339,7 +172,8 @@ async fn internal_errors_send_an_error_id_and_no_internals() {
 #[tokio::test]
 async fn requests_beyond_the_in_flight_bound_are_shed() {
     let options = HttpOptions { request_timeout: Duration::from_millis(1500), max_in_flight: 2, ..default_options() };
-    let app = Arc::new(TestApp::serve(Arc::new(BrokenStore { hang: true }), None, options).await);
+    let (app, _db) = broken(true, options).await;
+    let app = Arc::new(app);
     let mut hanging = Vec::new();
     for _ in 0..2 {
         let app = app.clone();
@@ -365,7 +199,7 @@ async fn requests_beyond_the_in_flight_bound_are_shed() {
 #[tokio::test]
 async fn a_request_past_the_timeout_is_503() {
     let options = HttpOptions { request_timeout: Duration::from_millis(300), ..default_options() };
-    let app = TestApp::serve(Arc::new(BrokenStore { hang: true }), None, options).await;
+    let (app, _db) = broken(true, options).await;
     let started = std::time::Instant::now();
     assert_error(app.get("/management/v1/warehouses").await, 503, "ServiceUnavailableException");
     assert!(started.elapsed() < Duration::from_secs(5));
