@@ -10,8 +10,7 @@ import uuid
 
 from lab import SCHEMA, lab, namespace_securable, table_securable  # noqa: F401
 from harness import BUCKET
-
-DELEGATE = {"X-Iceberg-Access-Delegation": "vended-credentials"}
+from helpers import DELEGATE
 
 
 def namespace(lab, warehouse, name):

@@ -268,7 +268,7 @@ def tiny(server, writer, kind, count):
 def test_a_deeply_nested_schema_is_refused_and_nothing_is_stored_with_credentials(lab):
     """On a warehouse that vends STS credentials: the 123-lists schema is refused (400), and no
     answer kept for replay holds a secret, for that request or for a create that vended."""
-    from test_security_round2 import DELEGATE, has_credentials, namespace, tables
+    from helpers import DELEGATE, has_credentials, namespace, tables
 
     assert namespace(lab, ["deep"])[0] == 200
     element = "long"

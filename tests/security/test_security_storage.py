@@ -22,12 +22,7 @@ import requests
 
 from lab import SCHEMA, lab, namespace_securable, profile, staged_commit, table_securable  # noqa: F401
 from harness import BUCKET, OTHER_BUCKET, WHOLE_BUCKET, ADMIN_ID, ADMIN_SECRET  # noqa: E402
-
-DELEGATE = {"X-Iceberg-Access-Delegation": "vended-credentials"}
-
-
-def key_of(location, bucket=BUCKET):
-    return location.split(f"s3://{bucket}/", 1)[1]
+from helpers import DELEGATE, key_of  # noqa: E402
 
 
 def denied(fn):
