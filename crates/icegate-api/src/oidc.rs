@@ -222,6 +222,8 @@ impl OidcVerifier {
         let principal = self
             .access
             .provision_external_principal(
+                // The system provisions the identity the issuer vouched for, on its first sight.
+                &icegate_catalog::RequestContext::system("oidc-provisioning", None).write(),
                 (&issuer.config.issuer, &subject),
                 (&name, username),
                 (&roles, issued_at),

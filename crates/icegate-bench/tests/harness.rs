@@ -21,7 +21,11 @@ async fn every_workload_runs_and_no_commit_is_lost() {
     let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
     let name = WarehouseName::parse("default").unwrap();
     store
-        .ensure_warehouse(&name, &StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap())
+        .ensure_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            &name,
+            &StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap(),
+        )
         .await
         .unwrap();
     let settings = AuthSettings {

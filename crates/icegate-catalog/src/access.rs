@@ -360,9 +360,20 @@ pub struct GrantRecord {
 #[async_trait::async_trait]
 pub trait AccessStore: Send + Sync + 'static {
     /// Stores `value` under `key` unless a value exists; returns the stored one (replica-safe).
-    async fn init_setting(&self, key: &str, value: &str) -> crate::Result<String>;
+    async fn init_setting(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        key: &str,
+        value: &str,
+    ) -> crate::Result<String>;
 
-    async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> crate::Result<PrincipalRecord>;
+    async fn create_principal(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        name: &str,
+        client_id: &str,
+        secret_hash: &str,
+    ) -> crate::Result<PrincipalRecord>;
     async fn principal_by_name(&self, name: &str) -> crate::Result<Option<PrincipalRecord>>;
     async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
     /// The secret versions the principal with this id accepts; `None` when it does not exist
@@ -370,27 +381,44 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn principal_secret_state(&self, id: &str) -> crate::Result<Option<SecretState>>;
     async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
     /// Deletes a principal, unless it is the last one holding `admin` on the server (409).
-    async fn delete_principal(&self, name: &str) -> crate::Result<()>;
+    async fn delete_principal(&self, write: &crate::idempotency::WriteContext, name: &str) -> crate::Result<()>;
     /// A new secret for the principal (its secret version goes up by one); with
     /// `previous_until_ms`, the replaced secret keeps working until then.
     async fn set_principal_secret(
         &self,
+        write: &crate::idempotency::WriteContext,
         id: &str,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> crate::Result<PrincipalRecord>;
     /// Replaces the hash of the same secret (an earlier version's form), unless it changed
     /// meanwhile; whether it was replaced.
-    async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> crate::Result<bool>;
+    async fn rehash_principal_secret(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        id: &str,
+        old_hash: &str,
+        new_hash: &str,
+    ) -> crate::Result<bool>;
 
-    async fn create_role(&self, name: &str) -> crate::Result<RoleRecord>;
+    async fn create_role(&self, write: &crate::idempotency::WriteContext, name: &str) -> crate::Result<RoleRecord>;
     async fn role_by_name(&self, name: &str) -> crate::Result<Option<RoleRecord>>;
     async fn list_roles(&self) -> crate::Result<Vec<RoleRecord>>;
     /// Deletes a role, unless that leaves no principal holding `admin` on the server (409).
-    async fn delete_role(&self, name: &str) -> crate::Result<()>;
-    async fn add_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
+    async fn delete_role(&self, write: &crate::idempotency::WriteContext, name: &str) -> crate::Result<()>;
+    async fn add_role_member(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        role: &str,
+        principal: &str,
+    ) -> crate::Result<()>;
     /// Removes a membership, unless that leaves no principal holding `admin` on the server (409).
-    async fn remove_role_member(&self, role: &str, principal: &str) -> crate::Result<()>;
+    async fn remove_role_member(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        role: &str,
+        principal: &str,
+    ) -> crate::Result<()>;
     async fn role_members(&self, role: &str) -> crate::Result<Vec<String>>;
     /// Every membership, as (role name, principal name), in one query.
     async fn memberships(&self) -> crate::Result<Vec<(String, String)>>;
@@ -407,6 +435,7 @@ pub trait AccessStore: Send + Sync + 'static {
     /// `admin_roles`.
     async fn provision_external_principal(
         &self,
+        write: &crate::idempotency::WriteContext,
         (issuer, subject): (&str, &str),
         (name, display_name): (&str, Option<&str>),
         (claimed_roles, issued_at): (&[String], i64),
@@ -417,6 +446,7 @@ pub trait AccessStore: Send + Sync + 'static {
     /// caller decided about that one (the grant goes to it, the name is not resolved again).
     async fn grant(
         &self,
+        write: &crate::idempotency::WriteContext,
         role: &str,
         privilege: Privilege,
         (securable, object): (&SecurableRef, Option<&str>),
@@ -426,6 +456,7 @@ pub trait AccessStore: Send + Sync + 'static {
     /// holding `admin` on the server (409).
     async fn revoke(
         &self,
+        write: &crate::idempotency::WriteContext,
         role: &str,
         privilege: Privilege,
         (securable, object): (&SecurableRef, Option<&str>),

@@ -82,7 +82,10 @@ impl AccessAdmin {
         self.require_server_admin(ctx).await?;
         validate_name("principal", name)?;
         let (client_id, client_secret) = (new_client_id(), random_secret());
-        let principal = self.access.create_principal(name, &client_id, &hash_secret(&client_secret)?).await?;
+        let principal = self
+            .access
+            .create_principal(&ctx.write().unkeyed(), name, &client_id, &hash_secret(&client_secret)?)
+            .await?;
         Ok(Credentials { principal, client_secret })
     }
 
@@ -112,7 +115,7 @@ impl AccessAdmin {
 
     pub async fn delete_principal(&self, ctx: &RequestContext, name: &str) -> Result<()> {
         self.require_server_admin(ctx).await?;
-        self.access.delete_principal(name).await?;
+        self.access.delete_principal(&ctx.write().unkeyed(), name).await?;
         ctx.access_changed();
         Ok(())
     }
@@ -164,7 +167,10 @@ impl AccessAdmin {
         }
         let until = grace.filter(|g| !g.is_zero()).map(|g| now_ms().saturating_add(g.as_millis() as i64));
         let client_secret = random_secret();
-        let principal = self.access.set_principal_secret(&principal_id, &hash_secret(&client_secret)?, until).await?;
+        let principal = self
+            .access
+            .set_principal_secret(&ctx.write().unkeyed(), &principal_id, &hash_secret(&client_secret)?, until)
+            .await?;
         ctx.access_changed();
         Ok(Credentials { principal, client_secret })
     }
@@ -178,7 +184,7 @@ impl AccessAdmin {
     pub async fn create_role(&self, ctx: &RequestContext, name: &str) -> Result<(RoleRecord, Vec<String>)> {
         self.require_server_admin(ctx).await?;
         validate_name("role", name)?;
-        let role = self.access.create_role(name).await?;
+        let role = self.access.create_role(&ctx.write().unkeyed(), name).await?;
         ctx.access_changed();
         self.with_members(role).await
     }
@@ -210,21 +216,21 @@ impl AccessAdmin {
 
     pub async fn delete_role(&self, ctx: &RequestContext, name: &str) -> Result<()> {
         self.require_server_admin(ctx).await?;
-        self.access.delete_role(name).await?;
+        self.access.delete_role(&ctx.write().unkeyed(), name).await?;
         ctx.access_changed();
         Ok(())
     }
 
     pub async fn add_member(&self, ctx: &RequestContext, role: &str, principal: &str) -> Result<()> {
         self.require_server_admin(ctx).await?;
-        self.access.add_role_member(role, principal).await?;
+        self.access.add_role_member(&ctx.write().unkeyed(), role, principal).await?;
         ctx.access_changed();
         Ok(())
     }
 
     pub async fn remove_member(&self, ctx: &RequestContext, role: &str, principal: &str) -> Result<()> {
         self.require_server_admin(ctx).await?;
-        self.access.remove_role_member(role, principal).await?;
+        self.access.remove_role_member(&ctx.write().unkeyed(), role, principal).await?;
         ctx.access_changed();
         Ok(())
     }
@@ -307,7 +313,10 @@ impl AccessAdmin {
             Some(limit) => Some(expires_at_ms.map_or(limit, |asked| asked.min(limit))),
             None => expires_at_ms,
         };
-        let record = self.access.grant(role, privilege, (securable, object.as_deref()), expires_at_ms).await?;
+        let record = self
+            .access
+            .grant(&ctx.write().unkeyed(), role, privilege, (securable, object.as_deref()), expires_at_ms)
+            .await?;
         ctx.access_changed();
         Ok(record)
     }
@@ -321,7 +330,7 @@ impl AccessAdmin {
     ) -> Result<()> {
         securable.validate()?;
         let (_, object) = self.authorize_grant(ctx, securable, privilege).await?;
-        self.access.revoke(role, privilege, (securable, object.as_deref())).await?;
+        self.access.revoke(&ctx.write().unkeyed(), role, privilege, (securable, object.as_deref())).await?;
         ctx.access_changed();
         Ok(())
     }

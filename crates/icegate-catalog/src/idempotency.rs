@@ -66,6 +66,13 @@ impl WriteContext {
         idempotency: None,
     };
 
+    /// The same write without the request's idempotency key: for a change whose answer must
+    /// never be stored (it shows a secret once), or one of several a request makes.
+    #[must_use]
+    pub fn unkeyed(&self) -> Self {
+        Self { idempotency: None, ..self.clone() }
+    }
+
     /// A write by `principal` (tests and tools that act as one).
     #[must_use]
     pub fn by_principal(principal: &str, idempotency: Option<Arc<IdempotencyScope>>) -> Self {

@@ -424,7 +424,7 @@ impl Catalog {
             return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
         }
         self.check_profile(&name, &root, &profile).await?;
-        self.store.create_warehouse(&name, &root, &profile).await
+        self.store.create_warehouse(&ctx.write(), &name, &root, &profile).await
     }
 
     /// Replaces a warehouse's storage profile (validated and probed like on create). Cached
@@ -440,7 +440,7 @@ impl Catalog {
         let profile = profile.seal(&self.cipher)?;
         self.authorize_profile(ctx, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
-        let updated = self.store.update_storage_profile(&existing.name, &profile).await?;
+        let updated = self.store.update_storage_profile(&ctx.write(), &existing.name, &profile).await?;
         self.warehouses.retain(|_, w| w.name != updated.name);
         Ok(updated)
     }
@@ -496,7 +496,7 @@ impl Catalog {
         let warehouse = self.warehouse_named(name).await?;
         self.require_warehouse(ctx, &warehouse, name, Privilege::Admin).await?;
         let name = warehouse.name;
-        self.store.delete_warehouse(&name).await?;
+        self.store.delete_warehouse(&ctx.write(), &name).await?;
         self.warehouses.retain(|_, w| w.name != name);
         Ok(())
     }

@@ -180,20 +180,31 @@ pub trait CatalogStore:
 pub trait WarehouseStore: Send + Sync {
     async fn create_warehouse(
         &self,
+        write: &WriteContext,
         name: &WarehouseName,
         root: &StorageRoot,
         profile: &StorageProfile,
     ) -> Result<Warehouse>;
     /// Replaces a warehouse's storage profile and bumps its version; `NotFound` without it.
-    async fn update_storage_profile(&self, name: &WarehouseName, profile: &StorageProfile) -> Result<Warehouse>;
+    async fn update_storage_profile(
+        &self,
+        write: &WriteContext,
+        name: &WarehouseName,
+        profile: &StorageProfile,
+    ) -> Result<Warehouse>;
     /// Creates the warehouse unless one of that name exists; returns the stored one either way.
-    async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse>;
+    async fn ensure_warehouse(
+        &self,
+        write: &WriteContext,
+        name: &WarehouseName,
+        root: &StorageRoot,
+    ) -> Result<Warehouse>;
     /// Every warehouse, or with `visible_to` only those the principal holds something in.
     async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>>;
     async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>>;
     async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>>;
     /// Deletes an empty warehouse: `NotFound`, or `WarehouseNotEmpty` while it holds namespaces.
-    async fn delete_warehouse(&self, name: &WarehouseName) -> Result<()>;
+    async fn delete_warehouse(&self, write: &WriteContext, name: &WarehouseName) -> Result<()>;
 }
 
 /// Namespaces and their properties.

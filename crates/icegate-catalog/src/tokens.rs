@@ -214,7 +214,7 @@ impl Authenticator {
     ) -> Result<Self> {
         let key = match signing_key {
             Some(key) => key,
-            None => access.init_setting(SIGNING_KEY_SETTING, &random_secret()).await?,
+            None => access.init_setting(&system_write("start-up"), SIGNING_KEY_SETTING, &random_secret()).await?,
         };
         if key.len() < 32 {
             return Err(CatalogError::bad_request("the token signing key must be at least 32 characters"));
@@ -347,7 +347,11 @@ impl Authenticator {
         if matches {
             match hash_secret(secret) {
                 // Only if the secret was not rotated meanwhile (compare-and-set on the old hash).
-                Ok(rehashed) => match self.access.rehash_principal_secret(&principal.id, hash, &rehashed).await {
+                Ok(rehashed) => match self
+                    .access
+                    .rehash_principal_secret(&system_write("secret-rehash"), &principal.id, hash, &rehashed)
+                    .await
+                {
                     Ok(_) => tracing::info!(principal = %principal.name, "rehashed an Argon2id client secret"),
                     Err(err) => tracing::warn!(error = %err, "could not rehash an Argon2id client secret"),
                 },
@@ -462,6 +466,7 @@ pub const ADMIN: &str = "admin";
 /// `admin` on the server without expiry. Returns the principal's client id. Nothing else changes:
 /// other principals, roles and grants stay as they are.
 pub async fn recover_admin(access: &dyn AccessStore, new_client_id: &str, client_secret: &str) -> Result<String> {
+    let write = system_write("bootstrap-recover");
     let hash = hash_secret(client_secret)?;
     let client_id = match access.principal_by_name(ADMIN).await? {
         Some(principal) => {
@@ -474,59 +479,65 @@ pub async fn recover_admin(access: &dyn AccessStore, new_client_id: &str, client
                 ));
             };
             // No grace: whoever held the old secret loses it now.
-            access.set_principal_secret(&principal.id, &hash, None).await?;
+            access.set_principal_secret(&write, &principal.id, &hash, None).await?;
             client_id
         }
         None => {
-            access.create_principal(ADMIN, new_client_id, &hash).await?;
+            access.create_principal(&write, ADMIN, new_client_id, &hash).await?;
             new_client_id.to_owned()
         }
     };
-    make_server_admin(access).await?;
+    make_server_admin(access, &write).await?;
     Ok(client_id)
 }
 
 /// Creates the `admin` principal (with these credentials), an `admin` role holding `admin` on
 /// the server, and the membership. Returns false, changing nothing, when `admin` exists already.
 pub async fn bootstrap_admin(access: &dyn AccessStore, client_id: &str, client_secret: &str) -> Result<bool> {
+    let write = system_write("bootstrap");
     if access.principal_by_name(ADMIN).await?.is_some() {
         return Ok(false);
     }
-    match access.create_principal(ADMIN, client_id, &hash_secret(client_secret)?).await {
+    match access.create_principal(&write, ADMIN, client_id, &hash_secret(client_secret)?).await {
         Ok(_) => {}
         // Another replica bootstrapped concurrently.
         Err(CatalogError::AlreadyExists(_)) => return Ok(false),
         Err(err) => return Err(err),
     }
-    make_server_admin(access).await?;
+    make_server_admin(access, &write).await?;
     Ok(true)
 }
 
 /// Makes the principal `admin` a member of the role `admin`, which holds `admin` on the server
 /// without expiry (creating the role, and making an expiring grant permanent).
-async fn make_server_admin(access: &dyn AccessStore) -> Result<()> {
-    match access.create_role(ADMIN).await {
+async fn make_server_admin(access: &dyn AccessStore, write: &crate::idempotency::WriteContext) -> Result<()> {
+    match access.create_role(write, ADMIN).await {
         Ok(_) | Err(CatalogError::AlreadyExists(_)) => {}
         Err(err) => return Err(err),
     }
-    access.add_role_member(ADMIN, ADMIN).await?;
+    access.add_role_member(write, ADMIN, ADMIN).await?;
     let server = crate::access::SecurableRef {
         kind: crate::access::SecurableType::Server,
         warehouse: None,
         namespace: None,
         name: None,
     };
-    match access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
+    match access.grant(write, ADMIN, crate::access::Privilege::Admin, (&server, None), None).await {
         Ok(_) => Ok(()),
         Err(CatalogError::AlreadyExists(_)) => {
             // The role holds it already, possibly with an expiry (or another replica granted
             // it just now): make sure it does not expire.
             if !access.server_admins().await?.iter().any(|name| name == ADMIN) {
-                access.revoke(ADMIN, crate::access::Privilege::Admin, (&server, None)).await?;
-                access.grant(ADMIN, crate::access::Privilege::Admin, (&server, None), None).await?;
+                access.revoke(write, ADMIN, crate::access::Privilege::Admin, (&server, None)).await?;
+                access.grant(write, ADMIN, crate::access::Privilege::Admin, (&server, None), None).await?;
             }
             Ok(())
         }
         Err(err) => Err(err),
     }
+}
+
+/// A write the system makes for `job` (no principal asked for it).
+fn system_write(job: &str) -> crate::idempotency::WriteContext {
+    crate::RequestContext::system(job, None).write()
 }

@@ -69,17 +69,28 @@ impl<F: Faults> CatalogStore for FaultStore<F> {
 
 #[async_trait]
 impl<F: Faults> WarehouseStore for FaultStore<F> {
-    async fn create_warehouse(&self, n: &WarehouseName, r: &StorageRoot, p: &StorageProfile) -> Result<Warehouse> {
+    async fn create_warehouse(
+        &self,
+        x: &WriteContext,
+        n: &WarehouseName,
+        r: &StorageRoot,
+        p: &StorageProfile,
+    ) -> Result<Warehouse> {
         self.faults.before("create_warehouse").await?;
-        self.inner.create_warehouse(n, r, p).await
+        self.inner.create_warehouse(x, n, r, p).await
     }
-    async fn update_storage_profile(&self, n: &WarehouseName, p: &StorageProfile) -> Result<Warehouse> {
+    async fn update_storage_profile(
+        &self,
+        x: &WriteContext,
+        n: &WarehouseName,
+        p: &StorageProfile,
+    ) -> Result<Warehouse> {
         self.faults.before("update_storage_profile").await?;
-        self.inner.update_storage_profile(n, p).await
+        self.inner.update_storage_profile(x, n, p).await
     }
-    async fn ensure_warehouse(&self, n: &WarehouseName, r: &StorageRoot) -> Result<Warehouse> {
+    async fn ensure_warehouse(&self, x: &WriteContext, n: &WarehouseName, r: &StorageRoot) -> Result<Warehouse> {
         self.faults.before("ensure_warehouse").await?;
-        self.inner.ensure_warehouse(n, r).await
+        self.inner.ensure_warehouse(x, n, r).await
     }
     async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>> {
         self.faults.before("list_warehouses").await?;
@@ -93,9 +104,9 @@ impl<F: Faults> WarehouseStore for FaultStore<F> {
         self.faults.before("warehouse_by_id").await?;
         self.inner.warehouse_by_id(id).await
     }
-    async fn delete_warehouse(&self, n: &WarehouseName) -> Result<()> {
+    async fn delete_warehouse(&self, x: &WriteContext, n: &WarehouseName) -> Result<()> {
         self.faults.before("delete_warehouse").await?;
-        self.inner.delete_warehouse(n).await
+        self.inner.delete_warehouse(x, n).await
     }
 }
 

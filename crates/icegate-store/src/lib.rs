@@ -260,7 +260,7 @@ impl SqlStore {
     /// request carries one), with the request's reservation: the key and the mutation become
     /// visible together or not at all, and a concurrent duplicate fails on the key's primary
     /// key instead of applying twice.
-    async fn commit_write(&self, tx: WriteTx, write: &WriteContext) -> Result<(), CatalogError> {
+    pub(crate) async fn commit_write(&self, tx: WriteTx, write: &WriteContext) -> Result<(), CatalogError> {
         self.commit_write_or(tx, write, db_error).await
     }
 

@@ -1,6 +1,7 @@
 //! Warehouse rows.
 
 use async_trait::async_trait;
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{Warehouse, WarehouseStore};
 use icegate_catalog::{CatalogError, StorageRoot, WarehouseName};
@@ -111,6 +112,7 @@ async fn lock_roots(store: &SqlStore, tx: &mut crate::WriteTx) -> Result<(), Cat
 impl WarehouseStore for SqlStore {
     async fn create_warehouse(
         &self,
+        write: &WriteContext,
         name: &WarehouseName,
         root: &StorageRoot,
         profile: &StorageProfile,
@@ -134,7 +136,7 @@ impl WarehouseStore for SqlStore {
         result.map_err(|e| {
             taken_or_failed(e, || CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")))
         })?;
-        tx.commit().await.map_err(db_error)?;
+        self.commit_write(tx, write).await?;
         Ok(Warehouse {
             id,
             name: name.clone(),
@@ -148,9 +150,11 @@ impl WarehouseStore for SqlStore {
 
     async fn update_storage_profile(
         &self,
+        write: &WriteContext,
         name: &WarehouseName,
         profile: &StorageProfile,
     ) -> Result<Warehouse, CatalogError> {
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE warehouses SET storage_profile = $1, profile_version = profile_version + 1, updated_at = $2 \
              WHERE name = $3 \
@@ -159,13 +163,20 @@ impl WarehouseStore for SqlStore {
         .bind(profile_json(profile)?)
         .bind(now_ms())
         .bind(name.as_str())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await
         .map_err(db_error)?;
-        row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))
+        let updated = row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))?;
+        self.commit_write(tx, write).await?;
+        Ok(updated)
     }
 
-    async fn ensure_warehouse(&self, name: &WarehouseName, root: &StorageRoot) -> Result<Warehouse, CatalogError> {
+    async fn ensure_warehouse(
+        &self,
+        write: &WriteContext,
+        name: &WarehouseName,
+        root: &StorageRoot,
+    ) -> Result<Warehouse, CatalogError> {
         if let Some(existing) = self.warehouse_by_name(name).await? {
             return Ok(existing);
         }
@@ -184,7 +195,7 @@ impl WarehouseStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        tx.commit().await.map_err(db_error)?;
+        self.commit_write(tx, write).await?;
         self.warehouse_by_name(name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
     }
 
@@ -226,15 +237,19 @@ impl WarehouseStore for SqlStore {
         row.as_ref().map(from_row).transpose()
     }
 
-    async fn delete_warehouse(&self, name: &WarehouseName) -> Result<(), CatalogError> {
+    async fn delete_warehouse(&self, write: &WriteContext, name: &WarehouseName) -> Result<(), CatalogError> {
+        let mut tx = self.begin_write().await?;
         // The namespaces foreign key refuses the delete while any namespace remains, atomically.
-        match sqlx::query("DELETE FROM warehouses WHERE name = $1").bind(name.as_str()).execute(&self.pool).await {
-            Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_warehouse(name)),
-            Ok(_) => Ok(()),
-            Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => Err(CatalogError::WarehouseNotEmpty(
-                format!("Warehouse {name} still holds namespaces; drop them first"),
-            )),
-            Err(e) => Err(db_error(e)),
+        match sqlx::query("DELETE FROM warehouses WHERE name = $1").bind(name.as_str()).execute(&mut *tx).await {
+            Ok(done) if done.rows_affected() == 0 => return Err(CatalogError::no_such_warehouse(name)),
+            Ok(_) => {}
+            Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
+                return Err(CatalogError::WarehouseNotEmpty(format!(
+                    "Warehouse {name} still holds namespaces; drop them first"
+                )));
+            }
+            Err(e) => return Err(db_error(e)),
         }
+        self.commit_write(tx, write).await
     }
 }

@@ -22,6 +22,7 @@ fn props(pairs: &[(&str, &str)]) -> Properties {
 async fn warehouse(store: &dyn CatalogStore, name: &str) -> String {
     store
         .create_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
             &WarehouseName::parse(name).unwrap(),
             &StorageRoot::parse(&format!("file:///tmp/{name}")).unwrap(),
             &StorageProfile::File,
@@ -37,8 +38,14 @@ async fn warehouse_names_are_unique(db: TestDatabase) {
     let store = &db.store;
     let name = WarehouseName::parse("lake").unwrap();
     let root = StorageRoot::parse("file:///tmp/lake").unwrap();
-    let created = store.create_warehouse(&name, &root, &StorageProfile::File).await.unwrap();
-    let err = store.create_warehouse(&name, &root, &StorageProfile::File).await.unwrap_err();
+    let created = store
+        .create_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root, &StorageProfile::File)
+        .await
+        .unwrap();
+    let err = store
+        .create_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root, &StorageProfile::File)
+        .await
+        .unwrap_err();
     assert!(matches!(err, CatalogError::AlreadyExists(_)), "{err:?}");
     assert_eq!(store.warehouse_by_name(&name).await.unwrap().unwrap(), created);
     assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), created);
@@ -48,8 +55,22 @@ async fn warehouse_names_are_unique(db: TestDatabase) {
 async fn ensure_warehouse_creates_once_and_keeps_the_first_root(db: TestDatabase) {
     let store = &db.store;
     let name = WarehouseName::parse("default").unwrap();
-    let first = store.ensure_warehouse(&name, &StorageRoot::parse("file:///a").unwrap()).await.unwrap();
-    let second = store.ensure_warehouse(&name, &StorageRoot::parse("file:///b").unwrap()).await.unwrap();
+    let first = store
+        .ensure_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            &name,
+            &StorageRoot::parse("file:///a").unwrap(),
+        )
+        .await
+        .unwrap();
+    let second = store
+        .ensure_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            &name,
+            &StorageRoot::parse("file:///b").unwrap(),
+        )
+        .await
+        .unwrap();
     assert_eq!(first, second);
     assert_eq!(second.storage_root.as_str(), "file:///a");
 }
@@ -58,7 +79,16 @@ async fn warehouse_roots_may_not_overlap(db: TestDatabase) {
     let store = &db.store;
     let create = |name: &str, root: &str| {
         let (name, root) = (WarehouseName::parse(name).unwrap(), StorageRoot::parse(root).unwrap());
-        async move { store.create_warehouse(&name, &root, &StorageProfile::File).await }
+        async move {
+            store
+                .create_warehouse(
+                    &icegate_catalog::idempotency::WriteContext::NONE,
+                    &name,
+                    &root,
+                    &StorageProfile::File,
+                )
+                .await
+        }
     };
     create("first", "file:///lake/wh").await.unwrap();
     for (name, root) in [("same", "file:///lake/wh"), ("inside", "file:///lake/wh/t"), ("around", "file:///lake")] {
@@ -70,7 +100,11 @@ async fn warehouse_roots_may_not_overlap(db: TestDatabase) {
     create("sibling", "file:///lake/wh2").await.unwrap();
     create("s3", "s3://lake/wh").await.unwrap();
     let err = store
-        .ensure_warehouse(&WarehouseName::parse("default").unwrap(), &StorageRoot::parse("file:///lake/wh/d").unwrap())
+        .ensure_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            &WarehouseName::parse("default").unwrap(),
+            &StorageRoot::parse("file:///lake/wh/d").unwrap(),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, CatalogError::BadRequest(_)), "{err:?}");
@@ -81,12 +115,12 @@ async fn deleting_a_warehouse_is_refused_while_it_holds_namespaces(db: TestDatab
     let wh = warehouse(store, "w1").await;
     store.create_namespace(&WriteContext::NONE, &wh, &ns("a"), &Properties::new()).await.unwrap();
     let name = WarehouseName::parse("w1").unwrap();
-    let err = store.delete_warehouse(&name).await.unwrap_err();
+    let err = store.delete_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name).await.unwrap_err();
     assert!(matches!(err, CatalogError::WarehouseNotEmpty(_)), "{err:?}");
     store.drop_namespace(&WriteContext::NONE, &wh, &ns("a")).await.unwrap();
-    store.delete_warehouse(&name).await.unwrap();
+    store.delete_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name).await.unwrap();
     assert!(store.warehouse_by_name(&name).await.unwrap().is_none());
-    let err = store.delete_warehouse(&name).await.unwrap_err();
+    let err = store.delete_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name).await.unwrap_err();
     assert!(matches!(err, CatalogError::NotFound { kind: ObjectKind::Warehouse, .. }), "{err:?}");
 }
 

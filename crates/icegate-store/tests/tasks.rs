@@ -238,6 +238,7 @@ async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
     let store = Arc::new(db.store.clone());
     let wh = store
         .create_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
             &WarehouseName::parse("w").unwrap(),
             &StorageRoot::parse("file:///tmp/w").unwrap(),
             &icegate_catalog::storage::StorageProfile::File,

@@ -13,7 +13,7 @@ use icegate_api::{HttpOptions, Metrics, Security};
 use icegate_catalog::access::{AccessStore, Authorizer};
 use icegate_catalog::storage::SecretCipher;
 use icegate_catalog::tokens::{AuthSettings, Authenticator};
-use icegate_catalog::{Catalog, CatalogStore, StorageRoot, WarehouseName};
+use icegate_catalog::{Catalog, CatalogStore, RequestContext, StorageRoot, WarehouseName};
 use icegate_store::{SqlStore, StoreOptions};
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -287,7 +287,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .await
                 .map_err(|e| anyhow::anyhow!("catalog.default_warehouse_root: {e}"))?;
         }
-        store.ensure_warehouse(name, &root).await.context("creating the default warehouse")?;
+        store
+            .ensure_warehouse(&RequestContext::system("start-up", None).write(), name, &root)
+            .await
+            .context("creating the default warehouse")?;
     }
     let security = security(&config, &store).await?;
     let tasks: Arc<dyn icegate_catalog::jobs::TaskStore> = Arc::new(store.clone());

@@ -84,7 +84,8 @@ impl TestApp {
         let name = WarehouseName::parse("default").unwrap();
         let dir = tempfile::tempdir().unwrap();
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
-        let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
+        let warehouse =
+            store.ensure_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root).await.unwrap();
         let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
         let mut app = Self::serve_with(store, access, required, oidc, Some(name), options).await;
         app.prefix = warehouse.id;

@@ -146,7 +146,8 @@ impl Lab {
         let dir = tempfile::tempdir().unwrap();
         let name = WarehouseName::parse("default").unwrap();
         let root = StorageRoot::parse(&format!("file://{}", dir.path().display())).unwrap();
-        let warehouse = store.ensure_warehouse(&name, &root).await.unwrap();
+        let warehouse =
+            store.ensure_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root).await.unwrap();
         let mut app = TestApp::serve(store.clone(), Some(name), default_options()).await;
         app.prefix = warehouse.id;
         app.create_namespace(&["db"]).await;

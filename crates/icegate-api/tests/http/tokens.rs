@@ -61,7 +61,10 @@ async fn secrets_are_stored_as_keyed_hashes_and_argon2_ones_are_rehashed_on_use(
     let secret = "a-secret-from-an-earlier-version-0123456789";
     let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
     let legacy = argon2::Argon2::default().hash_password(secret.as_bytes(), &salt).unwrap().to_string();
-    access(&app).create_principal("old-timer", "old-timer-id", &legacy).await.unwrap();
+    access(&app)
+        .create_principal(&icegate_catalog::idempotency::WriteContext::NONE, "old-timer", "old-timer-id", &legacy)
+        .await
+        .unwrap();
     assert_eq!(token_request(&app, "old-timer-id", "wrong").await.status(), 401);
     assert_eq!(access(&app).principal_by_name("old-timer").await.unwrap().unwrap().secret_hash.unwrap(), legacy);
     // A failed Argon2id check is not run again for that client id within a second.
@@ -83,7 +86,10 @@ async fn secrets_are_stored_as_keyed_hashes_and_argon2_ones_are_rehashed_on_use(
 async fn argon2_checks_past_their_bound_are_answered_503_at_once(app: TestApp) {
     let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
     let legacy = argon2::Argon2::default().hash_password(b"right", &salt).unwrap().to_string();
-    access(&app).create_principal("slow", "slow-id", &legacy).await.unwrap();
+    access(&app)
+        .create_principal(&icegate_catalog::idempotency::WriteContext::NONE, "slow", "slow-id", &legacy)
+        .await
+        .unwrap();
     let mut attempts = tokio::task::JoinSet::new();
     for _ in 0..48 {
         let request = app.client.post(app.url("/v1/oauth/tokens")).form(&[
@@ -116,8 +122,19 @@ async fn argon2_checks_past_their_bound_are_answered_503_at_once(app: TestApp) {
 async fn a_flood_at_one_legacy_client_id_leaves_the_others_their_turn(app: TestApp) {
     let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
     let hash = |secret: &str| argon2::Argon2::default().hash_password(secret.as_bytes(), &salt).unwrap().to_string();
-    access(&app).create_principal("flooded", "flooded-id", &hash("right")).await.unwrap();
-    access(&app).create_principal("bystander", "bystander-id", &hash("bystander-secret")).await.unwrap();
+    access(&app)
+        .create_principal(&icegate_catalog::idempotency::WriteContext::NONE, "flooded", "flooded-id", &hash("right"))
+        .await
+        .unwrap();
+    access(&app)
+        .create_principal(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            "bystander",
+            "bystander-id",
+            &hash("bystander-secret"),
+        )
+        .await
+        .unwrap();
     // A flood of guesses at one client id, all at once: it takes one check at a time.
     let mut flood = tokio::task::JoinSet::new();
     for _ in 0..48 {

@@ -1,5 +1,6 @@
 //! The last-server-admin guard: changes that may remove an admin count them after, under a lock.
 
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::{CatalogError, Result};
 use sqlx::{AssertSqlSafe, Row};
 
@@ -45,6 +46,7 @@ impl SqlStore {
     pub(super) async fn commit_admin_change(
         &self,
         mut tx: crate::WriteTx,
+        write: &WriteContext,
         before: i64,
         change: impl FnOnce() -> String,
     ) -> Result<()> {
@@ -57,7 +59,7 @@ impl SqlStore {
                 change()
             )));
         }
-        tx.commit().await.map_err(db_error)
+        self.commit_write(tx, write).await
     }
 }
 

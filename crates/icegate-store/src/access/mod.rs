@@ -5,6 +5,7 @@ use icegate_catalog::access::{
     AccessStore, GrantFilter, GrantRecord, Holdings, PrincipalRecord, Privilege, RoleRecord, SecretState, SecurableRef,
     SecurableType, Target,
 };
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::ident::NAMESPACE_SEPARATOR;
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::{CatalogError, NamespaceIdent, Result};
@@ -114,23 +115,33 @@ fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
 
 #[async_trait]
 impl AccessStore for SqlStore {
-    async fn init_setting(&self, key: &str, value: &str) -> Result<String> {
+    async fn init_setting(&self, write: &WriteContext, key: &str, value: &str) -> Result<String> {
+        let mut tx = self.begin_write().await?;
         // ON CONFLICT DO NOTHING: replicas starting together agree on the first value stored.
         sqlx::query("INSERT INTO server_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
             .bind(key)
             .bind(value)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
         let row = sqlx::query("SELECT value FROM server_settings WHERE key = $1")
             .bind(key)
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *tx)
             .await
             .map_err(db_error)?;
-        row.try_get("value").map_err(db_error)
+        let value = row.try_get("value").map_err(db_error)?;
+        self.commit_write(tx, write).await?;
+        Ok(value)
     }
 
-    async fn create_principal(&self, name: &str, client_id: &str, secret_hash: &str) -> Result<PrincipalRecord> {
+    async fn create_principal(
+        &self,
+        write: &WriteContext,
+        name: &str,
+        client_id: &str,
+        secret_hash: &str,
+    ) -> Result<PrincipalRecord> {
+        let mut tx = self.begin_write().await?;
         let record = PrincipalRecord {
             id: uuid::Uuid::now_v7().to_string(),
             name: name.to_owned(),
@@ -150,11 +161,12 @@ impl AccessStore for SqlStore {
         .bind(client_id)
         .bind(secret_hash)
         .bind(record.created_at_ms)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         inserted.map_err(|e| {
             taken_or_failed(e, || CatalogError::AlreadyExists(format!("Principal already exists: {name}")))
         })?;
+        self.commit_write(tx, write).await?;
         Ok(record)
     }
 
@@ -200,7 +212,7 @@ impl AccessStore for SqlStore {
         rows.iter().map(principal_from).collect()
     }
 
-    async fn delete_principal(&self, name: &str) -> Result<()> {
+    async fn delete_principal(&self, write: &WriteContext, name: &str) -> Result<()> {
         let (mut tx, before) = self.begin_admin_change().await?;
         let done = sqlx::query("DELETE FROM principals WHERE name = $1")
             .bind(name)
@@ -210,15 +222,17 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Principal", name));
         }
-        self.commit_admin_change(tx, before, || format!("deleting principal {name}")).await
+        self.commit_admin_change(tx, write, before, || format!("deleting principal {name}")).await
     }
 
     async fn set_principal_secret(
         &self,
+        write: &WriteContext,
         id: &str,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> Result<PrincipalRecord> {
+        let mut tx = self.begin_write().await?;
         // One statement: the hash and its version change together, so a token is never issued
         // for the new secret under the old version (or the other way round). The replaced hash
         // is kept only for a grace period; a rotation without one ends the previous secret too.
@@ -230,7 +244,7 @@ impl AccessStore for SqlStore {
         .bind(secret_hash)
         .bind(id)
         .bind(previous_until_ms)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
         if done.rows_affected() == 0 {
@@ -238,36 +252,49 @@ impl AccessStore for SqlStore {
         }
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = $1")))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?
             .ok_or_else(|| not_found("Principal", id))?;
-        principal_from(&row)
+        let principal = principal_from(&row)?;
+        self.commit_write(tx, write).await?;
+        Ok(principal)
     }
 
-    async fn rehash_principal_secret(&self, id: &str, old_hash: &str, new_hash: &str) -> Result<bool> {
+    async fn rehash_principal_secret(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        old_hash: &str,
+        new_hash: &str,
+    ) -> Result<bool> {
+        let mut tx = self.begin_write().await?;
         // Compare-and-set on the old hash: a rotation in between wins.
         let done = sqlx::query("UPDATE principals SET secret_hash = $1 WHERE id = $2 AND secret_hash = $3")
             .bind(new_hash)
             .bind(id)
             .bind(old_hash)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
-        Ok(done.rows_affected() == 1)
+        let replaced = done.rows_affected() == 1;
+        self.commit_write(tx, write).await?;
+        Ok(replaced)
     }
 
-    async fn create_role(&self, name: &str) -> Result<RoleRecord> {
+    async fn create_role(&self, write: &WriteContext, name: &str) -> Result<RoleRecord> {
+        let mut tx = self.begin_write().await?;
         let record =
             RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: now_ms() };
         let inserted = sqlx::query("INSERT INTO roles (id, name, created_at) VALUES ($1, $2, $3)")
             .bind(&record.id)
             .bind(name)
             .bind(record.created_at_ms)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await;
         inserted
             .map_err(|e| taken_or_failed(e, || CatalogError::AlreadyExists(format!("Role already exists: {name}"))))?;
+        self.commit_write(tx, write).await?;
         Ok(record)
     }
 
@@ -288,18 +315,19 @@ impl AccessStore for SqlStore {
         rows.iter().map(role_from).collect()
     }
 
-    async fn delete_role(&self, name: &str) -> Result<()> {
+    async fn delete_role(&self, write: &WriteContext, name: &str) -> Result<()> {
         let (mut tx, before) = self.begin_admin_change().await?;
         let done =
             sqlx::query("DELETE FROM roles WHERE name = $1").bind(name).execute(&mut *tx).await.map_err(db_error)?;
         if done.rows_affected() == 0 {
             return Err(not_found("Role", name));
         }
-        self.commit_admin_change(tx, before, || format!("deleting role {name}")).await
+        self.commit_admin_change(tx, write, before, || format!("deleting role {name}")).await
     }
 
-    async fn add_role_member(&self, role: &str, principal: &str) -> Result<()> {
+    async fn add_role_member(&self, write: &WriteContext, role: &str, principal: &str) -> Result<()> {
         let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
+        let mut tx = self.begin_write().await?;
         // Added by hand, a membership is manual, even one an issuer's claim made before: it
         // then stays when a later token lacks the claim, and confers grants on the server.
         sqlx::query(
@@ -308,7 +336,7 @@ impl AccessStore for SqlStore {
         )
         .bind(role_id)
         .bind(principal_id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(|e| {
             // Either was deleted since it was looked up.
@@ -318,10 +346,10 @@ impl AccessStore for SqlStore {
                 db_error(e)
             }
         })?;
-        Ok(())
+        self.commit_write(tx, write).await
     }
 
-    async fn remove_role_member(&self, role: &str, principal: &str) -> Result<()> {
+    async fn remove_role_member(&self, write: &WriteContext, role: &str, principal: &str) -> Result<()> {
         let (role_id, principal_id) = (self.role_id(role).await?, self.principal_id(principal).await?);
         let (mut tx, before) = self.begin_admin_change().await?;
         let done = sqlx::query("DELETE FROM role_members WHERE role_id = $1 AND principal_id = $2")
@@ -333,7 +361,7 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Role membership", &format!("{principal} in {role}")));
         }
-        self.commit_admin_change(tx, before, || format!("removing {principal} from role {role}")).await
+        self.commit_admin_change(tx, write, before, || format!("removing {principal} from role {role}")).await
     }
 
     async fn memberships(&self) -> Result<Vec<(String, String)>> {
@@ -384,6 +412,7 @@ impl AccessStore for SqlStore {
 
     async fn provision_external_principal(
         &self,
+        write: &WriteContext,
         (issuer, subject): (&str, &str),
         (name, display_name): (&str, Option<&str>),
         (claimed_roles, issued_at): (&[String], i64),
@@ -399,19 +428,22 @@ impl AccessStore for SqlStore {
         {
             let mut principal = principal_from(&row)?;
             if principal.display_name.as_deref() != display_name {
+                let mut tx = self.begin_write().await?;
                 sqlx::query("UPDATE principals SET display_name = $1 WHERE id = $2")
                     .bind(display_name)
                     .bind(&principal.id)
-                    .execute(&self.pool)
+                    .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
+                self.commit_write(tx, write).await?;
                 principal.display_name = display_name.map(str::to_owned);
             }
-            return self.sync_claims(principal, (claimed_roles, issued_at), admin_roles).await;
+            return self.sync_claims(write, principal, (claimed_roles, issued_at), admin_roles).await;
         }
         for candidate in [name.to_owned(), format!("{name}@{issuer}")] {
             // ON CONFLICT DO NOTHING: a concurrent first request for the same identity, or a
             // name that is taken, inserts nothing; the read below decides.
+            let mut tx = self.begin_write().await?;
             sqlx::query(
                 "INSERT INTO principals (id, name, issuer, subject, display_name, created_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
@@ -422,9 +454,10 @@ impl AccessStore for SqlStore {
             .bind(subject)
             .bind(display_name)
             .bind(now_ms())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await
             .map_err(db_error)?;
+            self.commit_write(tx, write).await?;
             if let Some(row) = sqlx::query(AssertSqlSafe(select.as_str()))
                 .bind(issuer)
                 .bind(subject)
@@ -432,7 +465,7 @@ impl AccessStore for SqlStore {
                 .await
                 .map_err(db_error)?
             {
-                return self.sync_claims(principal_from(&row)?, (claimed_roles, issued_at), admin_roles).await;
+                return self.sync_claims(write, principal_from(&row)?, (claimed_roles, issued_at), admin_roles).await;
             }
         }
         Err(CatalogError::AlreadyExists(format!("no free principal name for {subject} of {issuer}")))
@@ -440,6 +473,7 @@ impl AccessStore for SqlStore {
 
     async fn grant(
         &self,
+        write: &WriteContext,
         role: &str,
         privilege: Privilege,
         (securable, object): (&SecurableRef, Option<&str>),
@@ -448,6 +482,7 @@ impl AccessStore for SqlStore {
         let role_id = self.role_id(role).await?;
         let resolved = self.resolve(securable, object).await?;
         let id = uuid::Uuid::now_v7().to_string();
+        let mut tx = self.begin_write().await?;
         // An expired grant of the same privilege is gone for every purpose but the unique index:
         // it is removed, so granting again works (listings already hide it).
         sqlx::query(
@@ -462,7 +497,7 @@ impl AccessStore for SqlStore {
         .bind(resolved.namespace_id.clone().unwrap_or_default())
         .bind(resolved.tabular_id.clone().unwrap_or_default())
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await
         .map_err(db_error)?;
         let inserted = sqlx::query(
@@ -478,7 +513,7 @@ impl AccessStore for SqlStore {
         .bind(resolved.tabular_id)
         .bind(expires_at_ms)
         .bind(now_ms())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await;
         inserted.map_err(|e| {
             // The role (or the object) was deleted since it was looked up: as if it never was.
@@ -489,11 +524,13 @@ impl AccessStore for SqlStore {
                 CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable"))
             })
         })?;
+        self.commit_write(tx, write).await?;
         Ok(GrantRecord { id, role: role.to_owned(), privilege, securable: securable.clone(), expires_at_ms })
     }
 
     async fn revoke(
         &self,
+        write: &WriteContext,
         role: &str,
         privilege: Privilege,
         (securable, object): (&SecurableRef, Option<&str>),
@@ -517,7 +554,7 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Grant", &format!("{privilege} to {role}")));
         }
-        self.commit_admin_change(tx, before, || format!("revoking {privilege} from role {role}")).await
+        self.commit_admin_change(tx, write, before, || format!("revoking {privilege} from role {role}")).await
     }
 
     async fn list_grants(&self, filter: &GrantFilter) -> Result<Vec<GrantRecord>> {

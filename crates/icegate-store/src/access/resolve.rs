@@ -1,6 +1,7 @@
 //! What a securable names, and the memberships an issuer's claims set.
 
 use icegate_catalog::access::{AccessStore, PrincipalRecord, SecurableRef, SecurableType};
+use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::{CatalogError, Result};
 use sqlx::Row;
 
@@ -80,6 +81,7 @@ impl SqlStore {
     /// `admin` in a group claim at the identity provider would be the catalog's administrator.
     pub(super) async fn sync_claims(
         &self,
+        write: &WriteContext,
         principal: PrincipalRecord,
         (claimed, issued_at): (&[String], i64),
         admin_roles: &[String],
@@ -97,7 +99,7 @@ impl SqlStore {
         .await
         .map_err(db_error)?;
         if newer.rows_affected() == 0 {
-            tx.commit().await.map_err(db_error)?;
+            self.commit_write(tx, write).await?;
             return Ok(principal);
         }
         sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source IN ('claim', 'claim-admin')")
@@ -119,7 +121,7 @@ impl SqlStore {
             .await
             .map_err(db_error)?;
         }
-        tx.commit().await.map_err(db_error)?;
+        self.commit_write(tx, write).await?;
         Ok(principal)
     }
 }

@@ -657,7 +657,7 @@ impl TabularStore for SqlStore {
             .map_err(db_error)?;
         }
         // Not an idempotent mutation: a staged create's answer is not kept (it creates nothing).
-        tx.commit().await.map_err(db_error)
+        self.commit_write(tx, &write.unkeyed()).await
     }
 
     async fn rename_tabular(

@@ -116,16 +116,26 @@ pub(crate) async fn a_storage_profile_update_bumps_the_version(db: TestDatabase)
     let store = &db.store;
     let name = WarehouseName::parse("lake").unwrap();
     let created = store
-        .create_warehouse(&name, &StorageRoot::parse("file:///tmp/lake").unwrap(), &StorageProfile::File)
+        .create_warehouse(
+            &icegate_catalog::idempotency::WriteContext::NONE,
+            &name,
+            &StorageRoot::parse("file:///tmp/lake").unwrap(),
+            &StorageProfile::File,
+        )
         .await
         .unwrap();
     assert_eq!(created.profile_version, 1);
-    let updated = store.update_storage_profile(&name, &StorageProfile::File).await.unwrap();
+    let updated = store
+        .update_storage_profile(&icegate_catalog::idempotency::WriteContext::NONE, &name, &StorageProfile::File)
+        .await
+        .unwrap();
     assert_eq!(updated.profile_version, 2);
     assert_eq!(store.warehouse_by_id(&created.id).await.unwrap().unwrap(), updated);
     let missing = WarehouseName::parse("nope").unwrap();
     assert!(matches!(
-        store.update_storage_profile(&missing, &StorageProfile::File).await,
+        store
+            .update_storage_profile(&icegate_catalog::idempotency::WriteContext::NONE, &missing, &StorageProfile::File)
+            .await,
         Err(CatalogError::NotFound { .. })
     ));
 }
