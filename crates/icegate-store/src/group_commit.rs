@@ -78,7 +78,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::tabulars::{SWAP_SQL, bind_swap, lock_order, swap_values};
-use crate::{Backend, SqlStore, db_error, is_violation, now_ms, refused_by_postgres, store_unavailable, swap_error};
+use crate::{Backend, SqlStore, db_error, is_violation, refused_by_postgres, store_unavailable, swap_error};
 
 /// At most this many swaps share a transaction.
 const MAX_GROUP: usize = 64;
@@ -305,7 +305,7 @@ fn document_bytes(swap: &MetadataSwap) -> usize {
 
 /// One swap in a transaction of its own (a single autocommit statement).
 async fn swap_alone(store: &SqlStore, swap: &MetadataSwap) -> Result<SwapOutcome, CatalogError> {
-    let done = bind_swap(swap, now_ms()).execute(&store.pool).await.map_err(swap_error)?;
+    let done = bind_swap(swap, store.now_ms()).execute(&store.pool).await.map_err(swap_error)?;
     Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })
 }
 
@@ -343,7 +343,12 @@ async fn commit_sqlite(
             Some(connection) => connection,
             None => open(&file)?,
         };
-        let outcomes = run_group(&mut connection, &swaps, now_ms());
+        // On the committer's own thread, without the store: the system clock stamps the rows.
+        let outcomes = run_group(
+            &mut connection,
+            &swaps,
+            icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock),
+        );
         Ok::<_, rusqlite::Error>((connection, outcomes))
     })
     .await;
@@ -448,7 +453,7 @@ impl PgWriter {
         .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
         .bind(gzips)
         .bind(column(|s| &s.location))
-        .bind(now_ms())
+        .bind(icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock))
         .fetch_one(&mut connection);
         let answered = match tokio::time::timeout(POSTGRES_GIVE_UP, statement).await {
             Ok(Ok(codes)) => codes,
@@ -501,7 +506,7 @@ impl PgWriter {
 /// rows are final. The error for the group's swaps: unavailable once settled (the engine reads
 /// the rows back), `CommitStateUnknown` when it cannot be.
 async fn settle(store: &SqlStore, token: &str, error: &str) -> CatalogError {
-    let now = now_ms();
+    let now = store.now_ms();
     let fenced = tokio::time::timeout(POSTGRES_SETTLE, async {
         let inserted = sqlx::query("INSERT INTO swap_fences (token, created_at) VALUES ($1, $2)")
             .bind(token)
@@ -589,7 +594,7 @@ async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<Sw
         Backend::Postgres => POSTGRES_GROUP_BEGIN,
     };
     let mut tx = store.pool.begin_with(begin).await.map_err(|err| Failed::from_sqlx(err, false))?;
-    let now = now_ms();
+    let now = store.now_ms();
     let mut outcomes = vec![SwapOutcome::Applied; swaps.len()];
     for index in lock_order(swaps.iter()) {
         let done = bind_swap(&swaps[index], now).execute(&mut *tx).await;

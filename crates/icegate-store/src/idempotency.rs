@@ -6,7 +6,7 @@ use icegate_catalog::CatalogError;
 use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope};
 use icegate_catalog::store::IdempotencyStore;
 
-use crate::{SqlStore, db_error, now_ms};
+use crate::{SqlStore, db_error};
 
 #[derive(sqlx::FromRow)]
 struct KeyRow {
@@ -76,7 +76,7 @@ impl IdempotencyStore for SqlStore {
         .bind(&scope.request_digest)
         .bind(i64::from(status))
         .bind(body)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&self.pool)
         .await
         .map_err(db_error)?;

@@ -20,7 +20,7 @@ mod tabulars;
 mod tasks;
 mod warehouses;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
@@ -63,6 +63,8 @@ pub struct SqlStore {
     group: Option<std::sync::Arc<group_commit::GroupCommit>>,
     /// The database the URL named, for messages and a direct connection attempt.
     database: std::sync::Arc<(Database, std::time::Duration)>,
+    /// The time rows are stamped with and expiries are judged by.
+    clock: icegate_catalog::clock::SharedClock,
 }
 
 /// A write transaction, holding its turn among this process's SQLite writers until it commits
@@ -154,7 +156,8 @@ impl SqlStore {
         };
         let group = Some(std::sync::Arc::new(group_commit::GroupCommit::new(own)));
         let database = std::sync::Arc::new((database, options.acquire_timeout));
-        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group, database })
+        let clock = icegate_catalog::clock::system();
+        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group, database, clock })
     }
 
     /// SQLite: how many reads ran in place on the request's thread, and how many were handed
@@ -183,6 +186,18 @@ impl SqlStore {
     /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock while it migrates,
     /// so replicas starting together apply each migration exactly once; on SQLite the database
     /// file's write lock serialises them.
+    /// The same store on another clock (tests: hold periods and expiries without waiting).
+    #[must_use]
+    pub fn with_clock(mut self, clock: icegate_catalog::clock::SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now, by the store's clock (ms since the epoch).
+    pub(crate) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
     /// Connects once, or says why not: which database (host, port, name, user) and the cause
     /// (the pool reports only that it timed out, so a direct attempt is made to learn why).
     pub async fn check_connection(&self) -> anyhow::Result<()> {
@@ -281,7 +296,7 @@ impl SqlStore {
             .bind(&scope.operation)
             .bind(&scope.request_digest)
             .bind(&scope.reservation)
-            .bind(now_ms())
+            .bind(self.now_ms())
             .execute(&mut *tx)
             .await;
             if let Err(e) = inserted {
@@ -308,11 +323,6 @@ fn keyset_page(mut names: Vec<String>, page: &PageRequest) -> Page<String> {
         _ => None,
     };
     Page { items: names, next_after }
-}
-
-/// Milliseconds since the Unix epoch, the store's timestamp format.
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// Maps a database error nobody expected. Connection-level failures become `Unavailable` (503,

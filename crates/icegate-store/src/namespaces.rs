@@ -7,7 +7,7 @@ use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, Executor, Row};
 
-use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, now_ms, taken_or_failed};
+use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, taken_or_failed};
 
 /// Rows per multi-row INSERT: far below SQLite's and PostgreSQL's bind-parameter limits.
 const PROPERTY_CHUNK: usize = 500;
@@ -113,7 +113,7 @@ impl NamespaceStore for SqlStore {
             None => None,
         };
         let id = uuid::Uuid::now_v7().to_string();
-        let now = now_ms();
+        let now = self.now_ms();
         let inserted = sqlx::query(
             "INSERT INTO namespaces (id, warehouse_id, parent_id, name, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $5)",
@@ -169,7 +169,7 @@ impl NamespaceStore for SqlStore {
             format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
         if let Some(principal) = visible_to {
-            query = query.bind(principal).bind(now_ms()).bind("\u{1f}").bind("\u{20}");
+            query = query.bind(principal).bind(self.now_ms()).bind("\u{1f}").bind("\u{20}");
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
         let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
@@ -241,7 +241,7 @@ impl NamespaceStore for SqlStore {
         )))
         .bind(warehouse_id)
         .bind(namespace.encoded())
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;

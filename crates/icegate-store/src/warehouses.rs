@@ -9,7 +9,7 @@ use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
 use sqlx::{FromRow, Row};
 
-use crate::{SqlStore, db_error, is_violation, now_ms, taken_or_failed};
+use crate::{SqlStore, db_error, is_violation, taken_or_failed};
 
 /// A `SELECT` of every warehouse column, followed by `$tail` (a string literal).
 macro_rules! select_warehouses {
@@ -117,7 +117,7 @@ impl WarehouseStore for SqlStore {
         root: &StorageRoot,
         profile: &StorageProfile,
     ) -> Result<Warehouse, CatalogError> {
-        let now = now_ms();
+        let now = self.now_ms();
         let id = uuid::Uuid::new_v4().to_string();
         let mut tx = self.begin_write().await?;
         lock_roots(self, &mut tx).await?;
@@ -161,7 +161,7 @@ impl WarehouseStore for SqlStore {
              RETURNING id, name, storage_root, storage_profile, profile_version, created_at, updated_at",
         )
         .bind(profile_json(profile)?)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .bind(name.as_str())
         .fetch_optional(&mut *tx)
         .await
@@ -191,7 +191,7 @@ impl WarehouseStore for SqlStore {
         .bind(uuid::Uuid::new_v4().to_string())
         .bind(name.as_str())
         .bind(root.as_str())
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -210,7 +210,7 @@ impl WarehouseStore for SqlStore {
                   AND g.warehouse_id = warehouses.id) ORDER BY name"
                 ))
                 .bind(principal)
-                .bind(now_ms())
+                .bind(self.now_ms())
                 .fetch_all(&self.pool)
                 .await
             }

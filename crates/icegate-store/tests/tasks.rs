@@ -235,7 +235,9 @@ async fn an_unavailable_store_is_retried_later_and_other_errors_fail(db: TestDat
 /// The idempotency-key expiry, a recurring job: keys older than the lifetime go, younger ones
 /// stay, and the next run is queued.
 async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
-    let store = Arc::new(db.store.clone());
+    // The store stamps the key, and the job judges its age, by one injected clock.
+    let clock = ManualClock::now();
+    let store = Arc::new(db.store.clone().with_clock(clock.clone()));
     let wh = store
         .create_warehouse(
             &icegate_catalog::idempotency::WriteContext::NONE,
@@ -253,7 +255,6 @@ async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
     store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
     let catalog: Arc<dyn CatalogStore> = store.clone();
     let tasks: Arc<dyn TaskStore> = store.clone();
-    let clock = ManualClock::now();
     let job = icegate_catalog::jobs::idempotency_expiry::IdempotencyKeyExpiry::new(catalog, Duration::from_secs(3600));
     let runner = Runner::new(tasks.clone(), clock.clone()).with_job(Arc::new(job)).every(
         icegate_catalog::jobs::idempotency_expiry::KIND,

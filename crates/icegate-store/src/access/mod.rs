@@ -12,7 +12,7 @@ use icegate_catalog::{CatalogError, NamespaceIdent, Result};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, FromRow, Row};
 
-use crate::{SqlStore, db_error, now_ms, taken_or_failed};
+use crate::{SqlStore, db_error, taken_or_failed};
 
 mod guard;
 mod resolve;
@@ -149,7 +149,7 @@ impl AccessStore for SqlStore {
             secret_hash: Some(secret_hash.to_owned()),
             secret_version: 1,
             display_name: None,
-            created_at_ms: now_ms(),
+            created_at_ms: self.now_ms(),
             previous_secret_hash: None,
             previous_secret_until_ms: None,
         };
@@ -285,7 +285,7 @@ impl AccessStore for SqlStore {
     async fn create_role(&self, write: &WriteContext, name: &str) -> Result<RoleRecord> {
         let mut tx = self.begin_write().await?;
         let record =
-            RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: now_ms() };
+            RoleRecord { id: uuid::Uuid::now_v7().to_string(), name: name.to_owned(), created_at_ms: self.now_ms() };
         let inserted = sqlx::query("INSERT INTO roles (id, name, created_at) VALUES ($1, $2, $3)")
             .bind(&record.id)
             .bind(name)
@@ -453,7 +453,7 @@ impl AccessStore for SqlStore {
             .bind(issuer)
             .bind(subject)
             .bind(display_name)
-            .bind(now_ms())
+            .bind(self.now_ms())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -496,7 +496,7 @@ impl AccessStore for SqlStore {
         .bind(resolved.warehouse_id.clone().unwrap_or_default())
         .bind(resolved.namespace_id.clone().unwrap_or_default())
         .bind(resolved.tabular_id.clone().unwrap_or_default())
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -512,7 +512,7 @@ impl AccessStore for SqlStore {
         .bind(resolved.namespace_id)
         .bind(resolved.tabular_id)
         .bind(expires_at_ms)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&mut *tx)
         .await;
         inserted.map_err(|e| {

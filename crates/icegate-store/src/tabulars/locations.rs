@@ -103,7 +103,7 @@ pub(crate) async fn check_overlap(
         .bind(warehouse_id)
         .bind(own.tabular_id.unwrap_or(""))
         .bind(location)
-        .bind(now_ms())
+        .bind(icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock))
         .bind(reserved_namespace)
         .bind(reserved_name)
         .bind(reserved_by)

@@ -12,9 +12,7 @@ use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, FromRow, Row};
 
 use crate::namespaces::id_of;
-use crate::{
-    Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, now_ms, swap_error, taken_or_failed,
-};
+use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, swap_error, taken_or_failed};
 
 mod locations;
 
@@ -153,7 +151,7 @@ pub(crate) const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, m
                         AND namespace_id = (SELECT n.id FROM namespaces n WHERE n.warehouse_id = $9 AND n.name = $10)";
 
 async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
-    let now = now_ms();
+    let now = store.now_ms();
     // The common case, one table and no new location, is a single autocommit statement: one
     // round trip, and the database's row lock orders concurrent swaps.
     if let [only] = swaps
@@ -337,11 +335,11 @@ async fn drop(
     let tabular = from_row(&row)?;
     // Its locations stay out of reach of new tables, views and namespaces while credentials
     // vended for them may still work.
-    if lease_until_ms > now_ms() {
+    if lease_until_ms > store.now_ms() {
         // Expired leases go with each new one, so they do not pile up.
         sqlx::query("DELETE FROM location_leases WHERE warehouse_id = $1 AND expires_at <= $2")
             .bind(warehouse_id)
-            .bind(now_ms())
+            .bind(store.now_ms())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -400,7 +398,7 @@ async fn rename(
     let updated = sqlx::query("UPDATE tabulars SET namespace_id = $1, name = $2, updated_at = $3 WHERE id = $4")
         .bind(target_namespace)
         .bind(to.1)
-        .bind(now_ms())
+        .bind(store.now_ms())
         .bind(&id)
         .execute(&mut *tx)
         .await;
@@ -455,7 +453,7 @@ impl TabularStore for SqlStore {
         .bind(new.metadata_location)
         .bind(if new.metadata_gzip.is_some() { "" } else { new.metadata })
         .bind(new.metadata_gzip)
-        .bind(now_ms())
+        .bind(self.now_ms())
         .execute(&mut *tx)
         .await;
         match inserted {
@@ -629,7 +627,7 @@ impl TabularStore for SqlStore {
         for table in ["location_reservations", "location_leases"] {
             sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE warehouse_id = $1 AND expires_at <= $2")))
                 .bind(warehouse_id)
-                .bind(now_ms())
+                .bind(self.now_ms())
                 .execute(&mut *tx)
                 .await
                 .map_err(db_error)?;
@@ -715,7 +713,7 @@ impl TabularStore for SqlStore {
             .bind(page.after.clone().unwrap_or_default())
             .bind(fetch_count(page));
         if let Some(principal) = visible_to {
-            query = query.bind(principal).bind(now_ms());
+            query = query.bind(principal).bind(self.now_ms());
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
         let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
