@@ -89,7 +89,7 @@ async fn prior(
     request: &Fingerprint,
     deadline: Instant,
 ) -> Result<Prior, ApiError> {
-    let store = state.catalog.store();
+    let store = state.catalog.idempotency_keys();
     loop {
         let Some(record) = store.idempotency_record(key).await? else { return Ok(Prior::None) };
         let lifetime_ms = (state.idempotency_lifetime + GRACE).as_millis() as i64;
@@ -330,7 +330,12 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     // A success whose request mutated nothing (a staged create, a commit without updates) is
     // not kept: a retry simply runs again, and gets fresh credentials if it asked for them.
     let keep_unreserved = !status.is_success();
-    match state.catalog.store().finalize_idempotency_key(&scope, status.as_u16(), &stored, keep_unreserved).await {
+    match state
+        .catalog
+        .idempotency_keys()
+        .finalize_idempotency_key(&scope, status.as_u16(), &stored, keep_unreserved)
+        .await
+    {
         Ok(Finalized::Filled | Finalized::Inserted | Finalized::NothingRecorded) => {}
         // This request mutated nothing, and a concurrent duplicate owns the key (typically: it
         // created what this one then found existing). Answer as that one does.

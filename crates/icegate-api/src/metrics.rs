@@ -9,7 +9,6 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use icegate_catalog::CatalogStore;
 use icegate_catalog::metadata_cache::MetadataCache;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -114,7 +113,7 @@ impl Metrics {
     }
 
     /// The text exposition, with pool and cache gauges refreshed.
-    pub fn render(&self, store: &dyn CatalogStore, cache: &MetadataCache) -> String {
+    pub fn render(&self, stats: icegate_catalog::store::PoolStats, cache: &MetadataCache) -> String {
         let (documents, bytes) = cache.usage();
         self.cache_documents.set(i64::try_from(documents).unwrap_or(i64::MAX));
         self.cache_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
@@ -124,7 +123,6 @@ impl Metrics {
             let counter = self.cache_lookups.get_or_create(&LookupLabels { result });
             counter.inc_by(total.saturating_sub(counter.get()));
         }
-        let stats = store.pool_stats();
         let in_use = stats.size.saturating_sub(stats.idle);
         self.pool_connections.get_or_create(&PoolLabels { state: "idle" }).set(i64::from(stats.idle));
         self.pool_connections.get_or_create(&PoolLabels { state: "in_use" }).set(i64::from(in_use));

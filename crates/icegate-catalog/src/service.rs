@@ -338,12 +338,30 @@ impl Catalog {
         vendor.validate(&candidate).await
     }
 
-    pub fn store(&self) -> &Arc<dyn CatalogStore> {
+    /// The store, for the catalog's own services only: everything outside reaches it through
+    /// a service method that decides first.
+    pub(crate) fn store(&self) -> &Arc<dyn CatalogStore> {
         &self.store
     }
 
-    pub fn files(&self) -> &Arc<dyn FileIo> {
+    pub(crate) fn files(&self) -> &Arc<dyn FileIo> {
         &self.files
+    }
+
+    /// Idempotency keys, for the HTTP layer's replay guard: a key belongs to the principal that
+    /// sent it and is looked up under that principal, so no further decision applies.
+    pub fn idempotency_keys(&self) -> &dyn crate::store::IdempotencyStore {
+        self.store.as_ref()
+    }
+
+    /// Whether the metadata store answers (readiness).
+    pub async fn ping(&self) -> Result<()> {
+        self.store.ping().await
+    }
+
+    /// The metadata store's connection pool, for metrics.
+    pub fn pool_stats(&self) -> crate::store::PoolStats {
+        self.store.pool_stats()
     }
 
     /// getConfig: the warehouse a `/v1/config` request asks for (or the configured default),

@@ -39,7 +39,7 @@ pub async fn health() -> Json<StatusResponse> {
     )
 )]
 pub async fn ready(State(state): State<AppState>) -> Result<Json<StatusResponse>, ApiError> {
-    state.catalog.store().ping().await?;
+    state.catalog.ping().await?;
     Ok(Json(StatusResponse { status: "ready".into() }))
 }
 
@@ -52,5 +52,5 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<StatusResponse>
     responses((status = 200, description = "OpenMetrics text exposition", content_type = "application/openmetrics-text"))
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    crate::metrics::exposition(state.metrics.render(state.catalog.store().as_ref(), state.catalog.metadata_cache()))
+    crate::metrics::exposition(state.metrics.render(state.catalog.pool_stats(), state.catalog.metadata_cache()))
 }
