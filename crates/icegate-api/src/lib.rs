@@ -76,15 +76,9 @@ pub struct HttpOptions {
     pub idempotency_key_lifetime: Duration,
     /// Requests whose headers add up to more answer 431.
     pub max_header_bytes: usize,
-    /// `server.public-url`: the catalog's URL as clients reach it.
-    pub public_url: Option<String>,
     /// Requests handled at once; beyond it a request is answered at once with 503 and
     /// `Retry-After` instead of queueing (0: no bound). Health, readiness and metrics are exempt.
     pub max_in_flight: usize,
-    /// `catalog.namespace_separator`: what joins the levels of a namespace in paths and in
-    /// `parent`, advertised in `/v1/config` (the spec's default is the unit separator, 0x1F,
-    /// which is always accepted too).
-    pub namespace_separator: char,
     /// `server.request_memory_bytes`: memory large request bodies may take while they are
     /// parsed and handled (see [`body_memory`]; 0: no bound).
     pub request_memory_bytes: u64,
@@ -93,12 +87,11 @@ pub struct HttpOptions {
 /// The spec's default namespace separator.
 pub use icegate_catalog::service::UNIT_SEPARATOR;
 
-/// The complete application: every route, with request ids, tracing, metrics, limits and the
-/// Iceberg error format applied to all of them.
+/// The complete application over `catalog` (configured by the caller, once: the binary builds
+/// it, so a server and a worker construct identical catalogs): every route, with request ids,
+/// tracing, metrics, limits and the Iceberg error format applied to all of them.
 pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
-    let catalog =
-        catalog.with_public_url(options.public_url.clone()).with_namespace_separator(options.namespace_separator);
     let access =
         icegate_catalog::access_admin::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {

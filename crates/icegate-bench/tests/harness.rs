@@ -44,9 +44,7 @@ async fn every_workload_runs_and_no_commit_is_lost() {
         max_body_bytes: 1 << 20,
         idempotency_key_lifetime: Duration::from_secs(600),
         max_header_bytes: 1 << 16,
-        public_url: None,
         max_in_flight: 512,
-        namespace_separator: icegate_api::UNIT_SEPARATOR,
         request_memory_bytes: 128 * 1024 * 1024,
     };
     let app = icegate_api::app(catalog, security, Metrics::new(), &options);

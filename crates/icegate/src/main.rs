@@ -309,6 +309,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
         .with_schema_limits(config.catalog.schema_limits.limits())
         .with_max_updates(config.catalog.max_updates_per_commit)
+        .with_public_url(config.server.public_url.clone())
+        .with_namespace_separator(
+            config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
+        )
         .with_allowed_endpoints(
             config
                 .storage
@@ -327,14 +331,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             max_body_bytes: config.server.max_body_bytes,
             idempotency_key_lifetime: config.catalog.idempotency_key_lifetime,
             max_header_bytes: config.server.max_header_bytes,
-            public_url: config.server.public_url.clone(),
             max_in_flight: config.server.max_in_flight_requests,
-            namespace_separator: config
-                .catalog
-                .namespace_separator
-                .chars()
-                .next()
-                .unwrap_or(icegate_api::UNIT_SEPARATOR),
             request_memory_bytes: config.server.request_memory_bytes,
         },
     );

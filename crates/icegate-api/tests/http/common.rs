@@ -25,6 +25,12 @@ pub struct TestApp {
     _server: tokio::task::JoinHandle<()>,
 }
 
+tokio::task_local! {
+    /// The namespace separator of the catalog a test server is built over (see
+    /// [`TestApp::spawn_with_separator`]).
+    static CATALOG_SEPARATOR: char;
+}
+
 /// The bootstrap admin's credentials in secured test servers.
 pub const ADMIN_ID: &str = "admin-client";
 pub const ADMIN_SECRET: &str = "admin-secret-0123456789";
@@ -38,9 +44,7 @@ pub fn default_options() -> HttpOptions {
         max_body_bytes: 64 * 1024,
         idempotency_key_lifetime: Duration::from_secs(1800),
         max_header_bytes: 16 * 1024,
-        public_url: None,
         max_in_flight: 512,
-        namespace_separator: icegate_api::UNIT_SEPARATOR,
         request_memory_bytes: 128 * 1024 * 1024,
     }
 }
@@ -71,6 +75,11 @@ impl TestApp {
     /// No authentication, with these HTTP options.
     pub async fn spawn_with_options(backend: TestBackend, options: HttpOptions) -> Self {
         Self::spawn_with(backend, false, Vec::new(), options).await
+    }
+
+    /// No authentication, over a catalog whose namespace separator is `separator`.
+    pub async fn spawn_with_separator(backend: TestBackend, separator: char) -> Self {
+        CATALOG_SEPARATOR.scope(separator, Self::spawn_with(backend, false, Vec::new(), default_options())).await
     }
 
     async fn spawn_with(
@@ -139,8 +148,10 @@ impl TestApp {
         };
         // A commit budget of a few small commits: the tests that commit concurrently also go
         // through commits waiting for room (and reading their tables again once they have it).
+        let separator = CATALOG_SEPARATOR.try_with(|s| *s).unwrap_or(icegate_api::UNIT_SEPARATOR);
         let catalog = Catalog::new(store, Arc::new(icegate_storage::ObjectStoreIo::new()), default_warehouse)
-            .with_commit_memory(16 * 1024);
+            .with_commit_memory(16 * 1024)
+            .with_namespace_separator(separator);
         let app = icegate_api::app(catalog, security, Metrics::new(), &options);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

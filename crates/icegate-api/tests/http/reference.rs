@@ -215,8 +215,7 @@ async fn unregister_hands_the_table_over_and_leaves_its_files(app: TestApp) {
 /// paths and `parent`, the unit separator still accepted, levels holding it refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_namespace_separator_is_advertised_and_accepted() {
-    let options = icegate_api::HttpOptions { namespace_separator: '.', ..crate::common::default_options() };
-    let app = TestApp::spawn_with_options(icegate_store::testing::TestBackend::Sqlite, options).await;
+    let app = TestApp::spawn_with_separator(icegate_store::testing::TestBackend::Sqlite, '.').await;
     let (_, config) = app.get("/v1/config").await;
     assert_eq!(config["overrides"]["namespace-separator"], "%2E");
     app.create_namespace(&["a"]).await;
