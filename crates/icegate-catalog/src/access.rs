@@ -6,69 +6,12 @@
 
 use crate::cache::TtlCache;
 use std::collections::HashSet;
-use std::fmt;
 
-use crate::context::Outcome;
 use crate::error::CatalogError;
 use crate::ident::NamespaceIdent;
-use crate::store::TabularKind;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Privilege {
-    Describe,
-    Read,
-    Write,
-    Create,
-    Drop,
-    ManageGrants,
-    Admin,
-}
-
-impl Privilege {
-    pub const ALL: [Privilege; 7] = [
-        Privilege::Describe,
-        Privilege::Read,
-        Privilege::Write,
-        Privilege::Create,
-        Privilege::Drop,
-        Privilege::ManageGrants,
-        Privilege::Admin,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Describe => "describe",
-            Self::Read => "read",
-            Self::Write => "write",
-            Self::Create => "create",
-            Self::Drop => "drop",
-            Self::ManageGrants => "manage_grants",
-            Self::Admin => "admin",
-        }
-    }
-
-    pub fn parse(value: &str) -> Result<Self, CatalogError> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.as_str() == value)
-            .ok_or_else(|| CatalogError::bad_request(format!("unknown privilege {value:?}")))
-    }
-
-    /// Whether holding `self` grants `wanted`: `admin` grants everything, `write` grants `read`,
-    /// and every privilege grants `describe`.
-    pub fn grants(self, wanted: Privilege) -> bool {
-        self == wanted
-            || self == Privilege::Admin
-            || wanted == Privilege::Describe
-            || (self == Privilege::Write && wanted == Privilege::Read)
-    }
-}
-
-impl fmt::Display for Privilege {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::actors::Outcome;
+pub use crate::actors::{Caller, Privilege, Target};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SecurableType {
@@ -102,15 +45,6 @@ impl SecurableType {
     }
 }
 
-/// What a request acts on, resolved to the warehouse id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Target {
-    Server,
-    Warehouse { warehouse_id: String },
-    Namespace { warehouse_id: String, namespace: NamespaceIdent },
-    Tabular { warehouse_id: String, namespace: NamespaceIdent, name: String, kind: TabularKind },
-}
-
 /// The privileges a principal holds on a target: `direct` applies to the target (granted on it or
 /// inherited from a container), `below` are held on something inside it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,44 +67,6 @@ impl Holdings {
 
     pub fn can_describe(&self) -> bool {
         !self.direct.is_empty() || self.below
-    }
-}
-
-/// Who acts: the caller of a request, or the system doing a named job.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Caller {
-    /// `auth.mode = none`: anyone who reaches the server, allowed everything.
-    Anonymous,
-    /// An authenticated principal (by icegate's token or an external issuer's).
-    Principal { id: String, name: String },
-    /// The system: start-up, or background work (`job`, the task it runs), allowed everything
-    /// for the reason its task records.
-    System { job: String, task_id: Option<String> },
-}
-
-impl Caller {
-    /// No authorization applies: authentication is off, or the system acts.
-    pub fn unrestricted(&self) -> bool {
-        !matches!(self, Self::Principal { .. })
-    }
-
-    /// The principal's id; `None` for the anonymous caller and the system.
-    pub fn principal_id(&self) -> Option<&str> {
-        match self {
-            Self::Principal { id, .. } => Some(id),
-            Self::Anonymous | Self::System { .. } => None,
-        }
-    }
-
-    /// How logs and records name who acted: the principal's name, `anonymous`, or
-    /// `system:<job>[:<task id>]`.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Principal { name, .. } => name.clone(),
-            Self::Anonymous => "anonymous".to_owned(),
-            Self::System { job, task_id: Some(task) } => format!("system:{job}:{task}"),
-            Self::System { job, task_id: None } => format!("system:{job}"),
-        }
     }
 }
 

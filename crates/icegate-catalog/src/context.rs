@@ -9,7 +9,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::access::{Authorizer, Caller, Holdings, Privilege, Target, answer, outcome};
+use crate::access::{Authorizer, Holdings, answer, outcome};
+pub use crate::actors::{Caller, Decision, Outcome, Privilege, Target};
 use crate::error::{CatalogError, Result};
 use crate::idempotency::{IdempotencyScope, WriteContext};
 use crate::storage::AccessLevel;
@@ -32,63 +33,6 @@ impl std::fmt::Debug for RequestContext {
             .field("caller", &self.caller)
             .field("request_id", &self.request_id)
             .finish_non_exhaustive()
-    }
-}
-
-/// One authorization decision: what was asked for on what, and the answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub target: Target,
-    pub privilege: Privilege,
-    pub outcome: Outcome,
-}
-
-/// How a [`Decision`] came out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// No authorization applies (`auth.mode = none`, or work no principal asked for).
-    Unrestricted,
-    /// Allowed: the caller holds `by` on the target (granted there or on a container), and
-    /// `by` includes the privilege asked for.
-    Granted { by: Privilege },
-    /// Allowed to describe: the caller holds something inside the target.
-    Inside,
-    /// Refused with 403: the caller may see the target but lacks the privilege.
-    Forbidden,
-    /// Refused as if the target did not exist: the caller may not even see it.
-    Hidden,
-}
-
-impl Outcome {
-    pub fn allowed(self) -> bool {
-        matches!(self, Self::Unrestricted | Self::Granted { .. } | Self::Inside)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unrestricted => "unrestricted",
-            Self::Granted { .. } => "granted",
-            Self::Inside => "inside",
-            Self::Forbidden => "forbidden",
-            Self::Hidden => "hidden",
-        }
-    }
-}
-
-impl std::fmt::Display for Decision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let target = match &self.target {
-            Target::Server => "server".to_owned(),
-            Target::Warehouse { warehouse_id } => format!("warehouse {warehouse_id}"),
-            Target::Namespace { warehouse_id, namespace } => format!("namespace {warehouse_id}/{namespace}"),
-            Target::Tabular { warehouse_id, namespace, name, kind } => {
-                format!("{} {warehouse_id}/{namespace}.{name}", kind.as_str())
-            }
-        };
-        match self.outcome {
-            Outcome::Granted { by } => write!(f, "{} on {target}: granted by {by}", self.privilege),
-            outcome => write!(f, "{} on {target}: {}", self.privilege, outcome.as_str()),
-        }
     }
 }
 

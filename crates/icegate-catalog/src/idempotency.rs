@@ -44,10 +44,10 @@ pub struct WriteContext {
     /// The principal's id (`""` when authentication is off, or for work no principal asked for).
     pub principal: String,
     /// Who acts: the principal, the anonymous caller, or the system doing a job.
-    pub actor: crate::access::Caller,
+    pub actor: crate::actors::Caller,
     /// The authorization decisions the change was made under, in order (what an audit record
     /// of the change carries).
-    pub decisions: Vec<crate::context::Decision>,
+    pub decisions: Vec<crate::actors::Decision>,
     pub idempotency: Option<Arc<IdempotencyScope>>,
 }
 
@@ -61,7 +61,7 @@ impl WriteContext {
     /// A mutation that records nothing beside its change (start-up, tests, requests without a key).
     pub const NONE: WriteContext = WriteContext {
         principal: String::new(),
-        actor: crate::access::Caller::System { job: String::new(), task_id: None },
+        actor: crate::actors::Caller::System { job: String::new(), task_id: None },
         decisions: Vec::new(),
         idempotency: None,
     };
@@ -78,7 +78,7 @@ impl WriteContext {
     pub fn by_principal(principal: &str, idempotency: Option<Arc<IdempotencyScope>>) -> Self {
         Self {
             principal: principal.to_owned(),
-            actor: crate::access::Caller::Principal { id: principal.to_owned(), name: principal.to_owned() },
+            actor: crate::actors::Caller::Principal { id: principal.to_owned(), name: principal.to_owned() },
             decisions: Vec::new(),
             idempotency,
         }

@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod access_admin;
+pub mod actors;
 mod authorization;
 pub mod budget;
 pub mod cache;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 
+pub use crate::actors::TabularKind;
 use crate::error::Result;
 use crate::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
@@ -61,22 +62,6 @@ pub struct PoolStats {
     pub size: u32,
     pub idle: u32,
     pub max: u32,
-}
-
-/// Tables and views share one name space per namespace; `kind` tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TabularKind {
-    Table,
-    View,
-}
-
-impl TabularKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Table => "table",
-            Self::View => "view",
-        }
-    }
 }
 
 /// A stored table or view: where it lives and its current metadata.

@@ -14,6 +14,7 @@ mod database;
 mod group_commit;
 mod heads;
 mod idempotency;
+mod locations;
 mod namespaces;
 mod sqlite_reads;
 mod tabulars;

@@ -5,30 +5,14 @@ use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::{NamespaceStore, Page, PageRequest, PropertiesChange};
 use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
-use sqlx::{Any, AssertSqlSafe, Executor, Row};
+use sqlx::{AssertSqlSafe, Row};
 
 use crate::{SqlStore, constraint, db_error, fetch_count, is_violation, keyset_page, taken_or_failed};
 
 /// Rows per multi-row INSERT: far below SQLite's and PostgreSQL's bind-parameter limits.
-const PROPERTY_CHUNK: usize = 500;
+use crate::locations::id_of;
 
-/// The row id of a namespace, if it exists.
-pub(crate) async fn id_of<'e, E>(
-    executor: E,
-    warehouse_id: &str,
-    namespace: &NamespaceIdent,
-) -> Result<Option<String>, CatalogError>
-where
-    E: Executor<'e, Database = Any>,
-{
-    let row = sqlx::query("SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2")
-        .bind(warehouse_id)
-        .bind(namespace.encoded())
-        .fetch_optional(executor)
-        .await
-        .map_err(db_error)?;
-    row.map(|r| r.try_get::<String, _>("id")).transpose().map_err(db_error)
-}
+const PROPERTY_CHUNK: usize = 500;
 
 /// Inserts or replaces properties of one namespace, a few hundred per statement.
 async fn upsert_properties(
@@ -87,16 +71,16 @@ impl NamespaceStore for SqlStore {
         // a table's, view's or staged create's location (every create in it would overlap):
         // checked under the warehouse's lock, which creates and moves of tables take for the
         // same check (see `tabulars::check_namespace_dirs`).
-        crate::tabulars::lock_warehouse(self, &mut tx, warehouse_id).await?;
-        let root = crate::tabulars::storage_root(&mut tx, warehouse_id)
+        crate::locations::lock_warehouse(self, &mut tx, warehouse_id).await?;
+        let root = crate::locations::storage_root(&mut tx, warehouse_id)
             .await?
             .ok_or_else(|| CatalogError::no_such_warehouse(warehouse_id))?;
         let dir = format!("{root}/{}", namespace.levels().join("/"));
-        crate::tabulars::check_overlap(
+        crate::locations::check_overlap(
             &mut tx,
             warehouse_id,
             &dir,
-            crate::tabulars::Own { holders_only: true, ..Default::default() },
+            crate::locations::Own { holders_only: true, ..Default::default() },
         )
         .await
         .map_err(|_| {
@@ -227,7 +211,7 @@ impl NamespaceStore for SqlStore {
         let mut tx = self.begin_write().await?;
         // Under the warehouse's lock, which staging takes too: a reservation made while the
         // namespace is being dropped would otherwise be deleted below without becoming a lease.
-        crate::tabulars::lock_warehouse(self, &mut tx, warehouse_id).await?;
+        crate::locations::lock_warehouse(self, &mut tx, warehouse_id).await?;
         // Staged creates in it hold reservations: an unexpired one becomes a lease of the
         // warehouse (as a dropped table's locations do), so its location stays out of reach of
         // every table, view and namespace until the credentials vended for it expire, and no

@@ -30,7 +30,7 @@ impl SqlStore {
             .ok_or_else(|| CatalogError::no_such_warehouse(warehouse))?;
         let warehouse_id: String = row.try_get("id").map_err(db_error)?;
         if let Some(namespace) = &securable.namespace {
-            let namespace_id = crate::namespaces::id_of(&self.pool, &warehouse_id, namespace)
+            let namespace_id = crate::locations::id_of(&self.pool, &warehouse_id, namespace)
                 .await?
                 .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
             if let Some(name) = &securable.name {

@@ -11,13 +11,12 @@ use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
 use sqlx::{Any, AssertSqlSafe, FromRow, Row};
 
-use crate::namespaces::id_of;
+use crate::locations::id_of;
 use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, swap_error, taken_or_failed};
 
-mod locations;
-
-pub(crate) use locations::{Own, check_namespace_dirs, check_overlap, lock_warehouse, storage_root};
-use locations::{record_locations, recorded_locations_in, uuid_of};
+use crate::locations::{
+    Own, check_namespace_dirs, check_overlap, lock_warehouse, record_locations, recorded_locations_in, uuid_of,
+};
 
 fn kind_from(value: &str) -> Result<TabularKind, CatalogError> {
     match value {

@@ -1,7 +1,29 @@
 //! Which locations tables and views own: recorded with them, never overlapping another's, and
-//! the warehouse lock that serialises the changes that allocate them.
+//! the warehouse lock that serialises the changes that allocate them; and a namespace's row id,
+//! which both namespaces and tables resolve.
 
-use super::*;
+use icegate_catalog::{CatalogError, NamespaceIdent};
+use sqlx::{Any, AssertSqlSafe, Executor, Row};
+
+use crate::{Backend, SqlStore, db_error};
+
+/// The row id of a namespace, if it exists.
+pub(crate) async fn id_of<'e, E>(
+    executor: E,
+    warehouse_id: &str,
+    namespace: &NamespaceIdent,
+) -> Result<Option<String>, CatalogError>
+where
+    E: Executor<'e, Database = Any>,
+{
+    let row = sqlx::query("SELECT id FROM namespaces WHERE warehouse_id = $1 AND name = $2")
+        .bind(warehouse_id)
+        .bind(namespace.encoded())
+        .fetch_optional(executor)
+        .await
+        .map_err(db_error)?;
+    row.map(|r| r.try_get::<String, _>("id")).transpose().map_err(db_error)
+}
 
 /// Serialises location-allocating changes within one warehouse, so two concurrent creates can
 /// never both pass the overlap check. PostgreSQL: a row lock on the warehouse that does not block
@@ -43,7 +65,7 @@ pub(crate) struct Own<'a> {
 }
 
 /// The `table-uuid` (or `view-uuid`) of a metadata document; empty when it has none.
-pub(super) fn uuid_of(document: &str) -> String {
+pub(crate) fn uuid_of(document: &str) -> String {
     #[derive(serde::Deserialize)]
     struct Ids {
         #[serde(rename = "table-uuid")]
@@ -154,7 +176,7 @@ pub(crate) async fn check_namespace_dirs(
         let Ok(candidate) = NamespaceIdent::from_levels(levels.iter().map(|l| (*l).to_owned())) else {
             break; // no namespace can be named so, nor any below it
         };
-        if crate::namespaces::id_of(&mut *conn, warehouse_id, &candidate).await?.is_some() {
+        if crate::locations::id_of(&mut *conn, warehouse_id, &candidate).await?.is_some() {
             return Err(CatalogError::bad_request(format!(
                 "location {location} overlaps the directory of namespace {candidate}"
             )));
@@ -183,7 +205,7 @@ pub(crate) async fn storage_root(
 /// overlap-protected, purged with the table and readable with its credentials, as long as the
 /// table exists. Its current snapshot may still have files there, and no other table may be
 /// handed credentials for them.
-pub(super) async fn record_locations(
+pub(crate) async fn record_locations(
     tx: &mut crate::WriteTx,
     warehouse_id: &str,
     tabular_id: &str,
@@ -204,7 +226,7 @@ pub(super) async fn record_locations(
     Ok(())
 }
 
-pub(super) async fn recorded_locations_in(
+pub(crate) async fn recorded_locations_in(
     conn: &mut sqlx::AnyConnection,
     tabular_id: &str,
 ) -> Result<Vec<String>, CatalogError> {
