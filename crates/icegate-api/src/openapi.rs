@@ -147,10 +147,41 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))
         .split_for_parts();
+    let mut management = management;
+    allow_profile_tags(&mut management);
     (iceberg_router.merge(management_router), Documents { iceberg_rest, management })
+}
+
+/// A storage profile is tagged by its `type` (`"type": "s3"` beside the S3 fields), which the
+/// generator writes as `allOf` of the fields' schema and the tag; the fields' schema refuses
+/// properties it does not list (the server refuses unknown fields), so strict validators read the
+/// two together as refusing every S3 profile. The tag is listed among the fields as well.
+fn allow_profile_tags(document: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+    let Some(components) = document.components.as_mut() else { return };
+    if let Some(RefOr::T(Schema::Object(fields))) = components.schemas.get_mut("S3ProfileInput") {
+        let tag = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(["s3"]))
+            .description(Some("The profile's type tag, `s3`."))
+            .build();
+        fields.properties.insert("type".to_owned(), RefOr::T(Schema::Object(tag)));
+    }
 }
 
 /// The documents alone (for `icegate openapi` and the tests).
 pub fn documents() -> Documents {
     routes().1
+}
+
+#[cfg(test)]
+mod profile_tests {
+    #[test]
+    fn the_s3_profile_fields_admit_their_type_tag() {
+        let document = serde_json::to_value(&super::documents().management).unwrap();
+        let fields = &document["components"]["schemas"]["S3ProfileInput"];
+        assert_eq!(fields["additionalProperties"], false, "unknown fields are still refused");
+        assert_eq!(fields["properties"]["type"]["enum"], serde_json::json!(["s3"]), "{fields}");
+    }
 }
