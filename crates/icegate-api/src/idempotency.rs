@@ -11,7 +11,7 @@
 //! caller as it is then, when a response is replayed.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -34,10 +34,6 @@ const GRACE: Duration = Duration::from_secs(300);
 /// Set on the response of a request that lost the race for its key to a concurrent duplicate.
 #[derive(Clone, Copy)]
 pub(crate) struct KeyTaken;
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
 
 /// `PT30M`-style ISO-8601 duration for `/v1/config`.
 pub fn iso8601(duration: Duration) -> String {
@@ -93,7 +89,7 @@ async fn prior(
     loop {
         let Some(record) = store.idempotency_record(key).await? else { return Ok(Prior::None) };
         let lifetime_ms = (state.idempotency_lifetime + GRACE).as_millis() as i64;
-        if now_ms() - record.created_at_ms > lifetime_ms {
+        if state.catalog.clock().now_ms() - record.created_at_ms > lifetime_ms {
             store.delete_idempotency_key(key).await?;
             return Ok(Prior::None);
         }

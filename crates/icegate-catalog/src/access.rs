@@ -110,6 +110,8 @@ pub fn decide(
 }
 
 /// Milliseconds since the Unix epoch (grant expiries are kept so).
+/// The system's time, for token lifetimes (which the JWT library checks against the system clock
+/// too); everything else reads the injected clock.
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
@@ -380,6 +382,8 @@ pub trait AccessStore: Send + Sync + 'static {
 /// ([`Authorizer::invalidate`]); other replicas see such a change within the TTL.
 pub struct Authorizer {
     access: std::sync::Arc<dyn AccessStore>,
+    /// What "now" is for grant expiries and grace periods.
+    clock: crate::clock::SharedClock,
     /// What a principal holds on a target (see [`crate::cache`]; built by `with_cache_ttl`).
     cache: Option<TtlCache<(String, Target), Holdings>>,
     /// The current secret version of principals found to exist (same TTL and invalidation as
@@ -392,7 +396,13 @@ const MAX_CACHED_HOLDINGS: usize = 100_000;
 
 impl Authorizer {
     pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
-        Self { access, cache: None, active: None }
+        Self { access, cache: None, active: None, clock: crate::clock::system() }
+    }
+
+    /// The authorizer on another clock (tests).
+    pub fn with_clock(mut self, clock: crate::clock::SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Caches holdings for `ttl` (zero: no cache).
@@ -445,14 +455,16 @@ impl Authorizer {
         Ok(match (current, token_version) {
             (None, _) => None,
             (Some(_), None) => Some(true),
-            (Some(current), Some(token)) => current.accepts(token, now_ms()).then_some(token == current.version),
+            (Some(current), Some(token)) => {
+                current.accepts(token, self.clock.now_ms()).then_some(token == current.version)
+            }
         })
     }
 
     /// What `principal` holds on `target`, read from the store now (and cached for the next
     /// requests): for a decision whose cached answer was about another object of that name.
     pub async fn holdings_now(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
         let (generation, read_at) = (cache.generation(), std::time::Instant::now());
         let holdings = self.access.holdings(principal, target, now).await?;
@@ -463,7 +475,7 @@ impl Authorizer {
     /// What `principal` holds on `target` now (cached as described above). Services decide
     /// through [`crate::RequestContext::require`], which records the decision.
     pub async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
         let key = (principal.to_owned(), target.clone());
         // A cached answer holds for the TTL, and never past the expiry of a grant behind it.

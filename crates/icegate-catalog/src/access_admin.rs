@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::access::{
     AccessStore, Caller, GrantFilter, GrantRecord, PrincipalRecord, Privilege, RoleRecord, SecurableRef, SecurableType,
-    Target, now_ms,
+    Target,
 };
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
@@ -165,7 +165,8 @@ impl AccessAdmin {
                 MAX_SECRET_GRACE.as_secs()
             )));
         }
-        let until = grace.filter(|g| !g.is_zero()).map(|g| now_ms().saturating_add(g.as_millis() as i64));
+        let until =
+            grace.filter(|g| !g.is_zero()).map(|g| self.catalog.clock().now_ms().saturating_add(g.as_millis() as i64));
         let client_secret = random_secret();
         let principal = self
             .access
@@ -301,7 +302,7 @@ impl AccessAdmin {
     ) -> Result<GrantRecord> {
         securable.validate()?;
         if let Some(expires) = expires_at_ms
-            && expires <= now_ms()
+            && expires <= self.catalog.clock().now_ms()
         {
             // A grant that can never apply is a mistake (seconds given for milliseconds, say).
             return Err(CatalogError::bad_request(format!(
@@ -371,7 +372,7 @@ impl AccessAdmin {
                 }
             };
             filter.principal_id = Some(record.id);
-            filter.unexpired_at_ms = Some(now_ms());
+            filter.unexpired_at_ms = Some(self.catalog.clock().now_ms());
         }
         // Only admins learn whether a role exists; for a principal listing its own grants the
         // role is a filter like the others (no match: nothing listed).
@@ -388,7 +389,7 @@ impl AccessAdmin {
     pub async fn grants_on(&self, ctx: &RequestContext, securable: &SecurableRef) -> Result<Vec<GrantRecord>> {
         securable.validate()?;
         let (_, object) = self.authorize_managing(ctx, securable).await?;
-        self.access.grants_on((securable, object.as_deref()), now_ms()).await
+        self.access.grants_on((securable, object.as_deref()), self.catalog.clock().now_ms()).await
     }
 
     /// The caller, its roles and what it holds on the server (any authenticated caller).
@@ -397,7 +398,7 @@ impl AccessAdmin {
             return Ok(WhoAmI { principal: None, roles: Vec::new(), server_privileges: Privilege::ALL.to_vec() });
         };
         let roles = self.access.principal_roles(id).await?;
-        let holdings = self.access.holdings(id, &Target::Server, now_ms()).await?;
+        let holdings = self.access.holdings(id, &Target::Server, self.catalog.clock().now_ms()).await?;
         let mut server_privileges: Vec<Privilege> = holdings.direct.into_iter().collect();
         server_privileges.sort();
         Ok(WhoAmI { principal: Some(name.clone()), roles, server_privileges })

@@ -76,6 +76,8 @@ pub struct Catalog {
     public_url: Option<Arc<str>>,
     /// What joins a namespace's levels in request paths (`catalog.namespace_separator`).
     namespace_separator: char,
+    /// The time the catalog's own decisions read (grace periods, expiries, key ages).
+    clock: crate::clock::SharedClock,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -127,7 +129,18 @@ impl Catalog {
             allowed_endpoints: Arc::default(),
             public_url: None,
             namespace_separator: UNIT_SEPARATOR,
+            clock: crate::clock::system(),
         }
+    }
+
+    /// The catalog on another clock (tests: grace periods and expiries without waiting).
+    pub fn with_clock(mut self, clock: crate::clock::SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn clock(&self) -> &crate::clock::SharedClock {
+        &self.clock
     }
 
     /// The catalog's URL as clients reach it (`server.public_url`); without it, the Host a

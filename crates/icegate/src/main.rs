@@ -268,7 +268,9 @@ async fn security(config: &Config, store: &SqlStore) -> anyhow::Result<Security>
 async fn serve(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     // `serve` owns a SQLite file (one server per file; table heads kept in memory).
-    let store = SqlStore::connect_owned(&store_options(&config))?;
+    // One clock for everything that judges time (the store, the catalog, its workers).
+    let clock = icegate_catalog::clock::system();
+    let store = SqlStore::connect_owned(&store_options(&config))?.with_clock(clock.clone());
     store.check_connection().await?;
     if config.database.run_migrations {
         store.migrate().await?;
@@ -309,6 +311,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
         .with_schema_limits(config.catalog.schema_limits.limits())
         .with_max_updates(config.catalog.max_updates_per_commit)
+        .with_clock(clock.clone())
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
@@ -337,7 +340,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     );
     // Background work: this replica's workers on the shared task queue.
     let runner = std::sync::Arc::new(
-        icegate_catalog::jobs::Runner::new(tasks, icegate_catalog::clock::system())
+        icegate_catalog::jobs::Runner::new(tasks, clock.clone())
             .with_job(icegate_api::idempotency::expiry_job(store.clone(), config.catalog.idempotency_key_lifetime))
             .every(
                 icegate_catalog::jobs::idempotency_expiry::KIND,
