@@ -19,7 +19,6 @@ use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::RequestContext;
-use icegate_catalog::access::Caller;
 use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyScope};
 use sha2::{Digest, Sha256};
 
@@ -249,10 +248,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {
         return next.run(request).await; // not an authenticated route
     };
-    let principal = match ctx.caller() {
-        Caller::Principal { id, .. } => id.clone(),
-        Caller::Anonymous | Caller::System { .. } => String::new(),
-    };
+    let principal = ctx.caller().principal_id().unwrap_or_default().to_owned();
     let key = IdempotencyKey { principal, key: key.hyphenated().to_string() };
     // The key is bound to the request's content: its body is read here (bounded like any body).
     let (parts, body) = request.into_parts();

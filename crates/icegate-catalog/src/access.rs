@@ -429,13 +429,6 @@ impl Authorizer {
     /// before its secret was rotated, stop working at once on this replica (both invalidate)
     /// and within the TTL on others.
     pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
-        Ok(self.principal_status(id, token_version).await?.is_some())
-    }
-
-    /// As [`principal_active`](Self::principal_active): `None` when the token no longer works,
-    /// else whether it was issued under the principal's current secret (`false`: under the
-    /// previous one, during its grace period; tokens not issued by icegate count as current).
-    pub async fn principal_status(&self, id: &str, token_version: Option<i64>) -> Result<Option<bool>, CatalogError> {
         let current = match &self.active {
             None => self.access.principal_secret_state(id).await?,
             // A token newer than the version remembered: the secret was rotated (perhaps
@@ -453,11 +446,9 @@ impl Authorizer {
             },
         };
         Ok(match (current, token_version) {
-            (None, _) => None,
-            (Some(_), None) => Some(true),
-            (Some(current), Some(token)) => {
-                current.accepts(token, self.clock.now_ms()).then_some(token == current.version)
-            }
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(current), Some(token)) => current.accepts(token, self.clock.now_ms()),
         })
     }
 

@@ -118,10 +118,7 @@ impl RequestContext {
 
     /// What the request's mutation records with its change.
     pub fn write(&self) -> WriteContext {
-        let principal = match &self.caller {
-            Caller::Principal { id, .. } => id.clone(),
-            Caller::Anonymous | Caller::System { .. } => String::new(),
-        };
+        let principal = self.caller.principal_id().unwrap_or_default().to_owned();
         let decisions = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
         WriteContext { principal, actor: self.caller.clone(), decisions, idempotency: self.idempotency.clone() }
     }

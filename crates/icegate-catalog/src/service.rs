@@ -6,7 +6,7 @@
 use crate::cache::TtlCache;
 use std::sync::Arc;
 
-use crate::access::{Caller, Privilege, Target};
+use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
@@ -82,10 +82,7 @@ pub struct Catalog {
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
 fn budget_key(ctx: &RequestContext) -> &str {
-    match ctx.caller() {
-        Caller::Principal { id, .. } => id,
-        Caller::Anonymous | Caller::System { .. } => "",
-    }
+    ctx.caller().principal_id().unwrap_or_default()
 }
 
 /// The spec's namespace separator in paths (`%1F`), always accepted.
@@ -483,10 +480,7 @@ impl Catalog {
         // one warehouse (`describe` on the server by inheritance) shows that warehouse alone.
         let visible_to = match ctx.holds(&Target::Server, Privilege::Describe).await? {
             Some(allowed) => allowed.visible_to().map(str::to_owned),
-            None => match ctx.caller() {
-                Caller::Principal { id, .. } => Some(id.clone()),
-                Caller::Anonymous | Caller::System { .. } => None,
-            },
+            None => ctx.caller().principal_id().map(str::to_owned),
         };
         let mut views = Vec::new();
         for warehouse in self.store.list_warehouses(visible_to.as_deref()).await? {

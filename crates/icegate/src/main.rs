@@ -174,7 +174,11 @@ async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
     println!("  client id:     {client_id}");
     println!("  client secret: {secret}");
     println!();
-    print_pyiceberg_snippet(&client_url(&config), &config, Some(&format!("{client_id}:{secret}")));
+    print_pyiceberg_snippet(
+        &client_url(&config, config.server.listen),
+        &config,
+        Some(&format!("{client_id}:{secret}")),
+    );
     store.close().await;
     Ok(())
 }
@@ -196,13 +200,12 @@ fn check_config(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where clients reach this catalog: `server.public_url`, else the listen address (a wildcard
-/// address as the loopback one).
-fn client_url(config: &Config) -> String {
+/// Where clients reach this catalog: `server.public_url`, else `address` (the listen address; a
+/// wildcard address as the loopback one).
+fn client_url(config: &Config, mut address: std::net::SocketAddr) -> String {
     if let Some(url) = &config.server.public_url {
         return url.trim_end_matches('/').to_owned();
     }
-    let mut address = config.server.listen;
     if address.ip().is_unspecified() {
         address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
@@ -394,16 +397,7 @@ async fn shutdown_signal() {
 }
 
 fn print_banner(config: &Config, address: std::net::SocketAddr, backend: &str, warehouse: Option<&WarehouseName>) {
-    let url = match &config.server.public_url {
-        Some(url) => url.trim_end_matches('/').to_owned(),
-        None => {
-            let mut address = address;
-            if address.ip().is_unspecified() {
-                address.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-            }
-            format!("http://{address}")
-        }
-    };
+    let url = client_url(config, address);
     let store = if config.uses_embedded_database() {
         format!("{backend} ({})", config.sqlite_path().display())
     } else {
