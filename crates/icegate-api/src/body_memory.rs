@@ -102,7 +102,7 @@ pub async fn reserve(State(memory): State<BodyMemory>, request: Request, next: N
     }
     // Whose share: the authenticated principal's (the token endpoint's callers share one).
     let who = match request.extensions().get::<icegate_catalog::RequestContext>().map(|ctx| ctx.caller()) {
-        Some(icegate_catalog::access::Caller::Principal { id, .. }) => id.clone(),
+        Some(icegate_catalog::access::Caller::Principal { id, .. }) => id.as_str().to_owned(),
         _ => String::new(),
     };
     let (parts, body) = request.into_parts();

@@ -248,7 +248,7 @@ pub async fn guard(State(state): State<AppState>, request: Request, next: Next) 
     let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {
         return next.run(request).await; // not an authenticated route
     };
-    let principal = ctx.caller().principal_id().unwrap_or_default().to_owned();
+    let principal = ctx.caller().principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
     let key = IdempotencyKey { principal, key: key.hyphenated().to_string() };
     // The key is bound to the request's content: its body is read here (bounded like any body).
     let (parts, body) = request.into_parts();

@@ -9,10 +9,12 @@ use std::sync::Arc;
 use icegate_catalog::access::{AccessStore, Authorizer, Caller, Privilege, SecurableRef, SecurableType};
 use icegate_catalog::context::Outcome;
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::storage::AccessLevel;
 use icegate_catalog::tables::CreateTable;
 use icegate_catalog::tables::SnapshotMode;
+use icegate_catalog::tables::TableIdent;
 use icegate_catalog::{
-    Catalog, CatalogError, CatalogStore, NamespaceIdent, RequestContext, StorageRoot, WarehouseName,
+    Catalog, CatalogError, CatalogStore, NamespaceIdent, RequestContext, StorageRoot, WarehouseId, WarehouseName,
 };
 use icegate_store::testing::{TestBackend, TestDatabase};
 
@@ -20,7 +22,7 @@ struct Lab {
     catalog: Catalog,
     access: Arc<dyn AccessStore>,
     authorizer: Arc<Authorizer>,
-    prefix: String,
+    prefix: WarehouseId,
     _db: TestDatabase,
     _dir: tempfile::TempDir,
 }
@@ -63,8 +65,10 @@ impl Lab {
     }
 
     async fn namespace(&self, ctx: &RequestContext, name: &str) -> Result<(), CatalogError> {
+        let namespace = NamespaceIdent::from_levels([name]).unwrap();
         self.catalog
-            .create_namespace(ctx, &self.prefix, vec![name.into()], icegate_catalog::Properties::new())
+            .namespaces()
+            .create(ctx, &self.prefix, namespace, icegate_catalog::Properties::new())
             .await
             .map(|_| ())
     }
@@ -83,8 +87,17 @@ impl Lab {
             properties: HashMap::new(),
             stage_create: false,
         };
-        self.catalog.create_table(ctx, &self.prefix, namespace, request).await.map(|_| ())
+        let namespace = NamespaceIdent::from_levels([namespace]).unwrap();
+        self.catalog.tables().create(ctx, &self.prefix, &namespace, request).await.map(|_| ())
     }
+}
+
+fn table(namespace: &str, name: &str) -> TableIdent {
+    TableIdent::parse(namespace, name).unwrap()
+}
+
+fn namespace(name: &str) -> NamespaceIdent {
+    NamespaceIdent::from_levels([name]).unwrap()
 }
 
 fn hidden(result: Result<impl Sized, CatalogError>) -> bool {
@@ -105,22 +118,99 @@ async fn each_service_decides_on_what_it_parsed(lab: Lab) {
     let writer = lab.principal("writer", &[(Privilege::Create, &["sales"])]).await;
     lab.table(&writer, "sales", "orders").await.unwrap();
     let prefix = lab.prefix.clone();
-    assert!(hidden(lab.catalog.load_table(&writer, &prefix, "hr", "salaries", SnapshotMode::All).await));
+    let tables = lab.catalog.tables();
+    assert!(hidden(tables.load(&writer, &prefix, &table("hr", "salaries"), SnapshotMode::All).await));
     assert!(hidden(lab.table(&writer, "hr", "bonus").await), "create in a namespace it cannot see");
-    assert!(hidden(lab.catalog.load_namespace(&writer, &prefix, "hr").await));
-    assert!(hidden(lab.catalog.load_namespace(&writer, &prefix, "nowhere").await), "missing looks the same");
-    let listed = lab.catalog.list_namespaces(&writer, &prefix, None, None, None).await.unwrap();
+    let namespaces = lab.catalog.namespaces();
+    assert!(hidden(namespaces.load(&writer, &prefix, &namespace("hr")).await));
+    assert!(hidden(namespaces.load(&writer, &prefix, &namespace("nowhere")).await), "missing looks the same");
+    let listed = namespaces.list(&writer, &prefix, None, None, None).await.unwrap();
     let names: Vec<String> = listed.items.iter().map(ToString::to_string).collect();
     assert_eq!(names, ["sales"], "only what it holds something in");
     // Seeing the namespace is not creating in it.
     let reader = lab.principal("reader", &[(Privilege::Describe, &["hr"])]).await;
     assert!(forbidden(lab.table(&reader, "hr", "bonus").await), "it may see hr: 403, not 404");
     // It sees hr's tables (describe is inherited), but reads none of them.
-    assert!(forbidden(lab.catalog.load_table(&reader, &prefix, "hr", "salaries", SnapshotMode::All).await));
+    assert!(forbidden(tables.load(&reader, &prefix, &table("hr", "salaries"), SnapshotMode::All).await));
     // Each decision was recorded, with its outcome.
     reader.with_decisions(|decisions| {
         assert!(decisions.iter().any(|d| d.privilege == Privilege::Create && d.outcome == Outcome::Forbidden));
     });
+}
+
+/// Access to a table's files is what the decision gave, and nothing without one: read with
+/// `read`, read-write with `write` or for the creator of the table; a commit's result, read
+/// without a decision about files, carries none (so nothing can be vended from it).
+async fn file_access_is_only_what_a_decision_gave(lab: Lab) {
+    let system = lab.system();
+    lab.namespace(&system, "sales").await.unwrap();
+    lab.table(&system, "sales", "orders").await.unwrap();
+    let prefix = lab.prefix.clone();
+    let tables = lab.catalog.tables();
+    let orders = table("sales", "orders");
+    let level = |result: &icegate_catalog::tables::TableResult| result.access.map(|grant| grant.level());
+    let reader = lab.principal("reader", &[(Privilege::Read, &["sales"])]).await;
+    let loaded = tables.load(&reader, &prefix, &orders, SnapshotMode::All).await.unwrap();
+    assert_eq!(level(&loaded), Some(AccessLevel::Read));
+    let writer = lab.principal("writer", &[(Privilege::Write, &["sales"])]).await;
+    let loaded = tables.load(&writer, &prefix, &orders, SnapshotMode::All).await.unwrap();
+    assert_eq!(level(&loaded), Some(AccessLevel::ReadWrite));
+    // The creator of a table reads and writes what it created, holding only `create`...
+    let creator = lab.principal("creator", &[(Privilege::Create, &["sales"])]).await;
+    let schema = serde_json::value::RawValue::from_string(
+        r#"{"type": "struct", "fields": [{"id": 1, "name": "x", "required": false, "type": "long"}]}"#.into(),
+    )
+    .unwrap();
+    let request = CreateTable {
+        name: "mine".into(),
+        location: None,
+        schema: icegate_catalog::schema_cost::Pending::new(schema, "schema"),
+        partition_spec: None,
+        write_order: None,
+        properties: HashMap::new(),
+        stage_create: false,
+    };
+    let created = tables.create(&creator, &prefix, &namespace("sales"), request).await.unwrap();
+    assert_eq!(level(&created), Some(AccessLevel::ReadWrite));
+    // ... but loading it again needs `read`, like any table.
+    assert!(forbidden(tables.load(&creator, &prefix, &table("sales", "mine"), SnapshotMode::All).await));
+    // A commit answers with the new metadata and no access to files.
+    let update =
+        serde_json::value::RawValue::from_string(r#"{"action": "set-properties", "updates": {"k": "v"}}"#.into())
+            .unwrap();
+    let change = icegate_catalog::tables::TableChange {
+        table: orders.clone(),
+        requirements: Vec::new(),
+        updates: vec![icegate_catalog::schema_cost::Pending::new(update, "update")],
+    };
+    let committed = tables.commit(&writer, &prefix, change).await.unwrap();
+    assert_eq!(committed.access, None);
+}
+
+/// A commit decides whether the caller may see the table before it reads it: a table it may
+/// not see is answered as missing, and the decisions of one that may show `describe` first,
+/// then `write` on the table read.
+async fn a_commit_decides_before_it_reads(lab: Lab) {
+    let system = lab.system();
+    lab.namespace(&system, "hr").await.unwrap();
+    lab.table(&system, "hr", "salaries").await.unwrap();
+    let prefix = lab.prefix.clone();
+    let change = || icegate_catalog::tables::TableChange {
+        table: table("hr", "salaries"),
+        requirements: Vec::new(),
+        updates: Vec::new(),
+    };
+    let stranger = lab.principal("stranger", &[]).await;
+    assert!(hidden(lab.catalog.tables().commit(&stranger, &prefix, change()).await));
+    let writer = lab.principal("writer", &[(Privilege::Write, &["hr"])]).await;
+    lab.catalog.tables().commit(&writer, &prefix, change()).await.unwrap();
+    let asked: Vec<Privilege> = writer
+        .decisions()
+        .into_iter()
+        .filter(|d| matches!(d.target, icegate_catalog::access::Target::Tabular { .. }))
+        .map(|d| d.privilege)
+        .collect();
+    assert_eq!(asked, [Privilege::Describe, Privilege::Write]);
 }
 
 /// The system acts unrestricted and says so: its decisions and its writes name it.
@@ -157,4 +247,9 @@ macro_rules! service_tests {
     };
 }
 
-service_tests!(each_service_decides_on_what_it_parsed, the_system_acts_unrestricted_and_is_named);
+service_tests!(
+    each_service_decides_on_what_it_parsed,
+    file_access_is_only_what_a_decision_gave,
+    a_commit_decides_before_it_reads,
+    the_system_acts_unrestricted_and_is_named
+);

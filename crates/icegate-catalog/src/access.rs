@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use crate::error::CatalogError;
 use crate::ident::NamespaceIdent;
+use crate::ids::{PrincipalId, TabularId};
 
 use crate::actors::Outcome;
 pub use crate::actors::{Caller, Privilege, Target};
@@ -57,7 +58,7 @@ pub struct Holdings {
     /// For a table or view target: the id of the one its name meant when these were read
     /// (`None`: none). Grants follow objects, names do not: an operation on a table checks that
     /// it is the one decided about (see `RequestContext::confirm`).
-    pub object: Option<String>,
+    pub object: Option<TabularId>,
 }
 
 impl Holdings {
@@ -154,7 +155,7 @@ mod tests {
 /// A principal as stored (never with its secret).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrincipalRecord {
-    pub id: String,
+    pub id: PrincipalId,
     pub name: String,
     pub client_id: Option<String>,
     pub secret_hash: Option<String>,
@@ -191,7 +192,7 @@ impl SecretState {
 pub struct GrantFilter {
     pub role: Option<String>,
     /// The grants of this principal's roles (by id).
-    pub principal_id: Option<String>,
+    pub principal_id: Option<PrincipalId>,
     pub privilege: Option<Privilege>,
     pub securable_type: Option<SecurableType>,
     pub warehouse: Option<String>,
@@ -276,7 +277,7 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn principal_by_client_id(&self, client_id: &str) -> crate::Result<Option<PrincipalRecord>>;
     /// The secret versions the principal with this id accepts; `None` when it does not exist
     /// (its tokens stop working when it is deleted, or its secret rotated).
-    async fn principal_secret_state(&self, id: &str) -> crate::Result<Option<SecretState>>;
+    async fn principal_secret_state(&self, id: &PrincipalId) -> crate::Result<Option<SecretState>>;
     async fn list_principals(&self) -> crate::Result<Vec<PrincipalRecord>>;
     /// Deletes a principal, unless it is the last one holding `admin` on the server (409).
     async fn delete_principal(&self, write: &crate::idempotency::WriteContext, name: &str) -> crate::Result<()>;
@@ -285,7 +286,7 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn set_principal_secret(
         &self,
         write: &crate::idempotency::WriteContext,
-        id: &str,
+        id: &PrincipalId,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> crate::Result<PrincipalRecord>;
@@ -294,7 +295,7 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn rehash_principal_secret(
         &self,
         write: &crate::idempotency::WriteContext,
-        id: &str,
+        id: &PrincipalId,
         old_hash: &str,
         new_hash: &str,
     ) -> crate::Result<bool>;
@@ -323,7 +324,7 @@ pub trait AccessStore: Send + Sync + 'static {
     /// Principals holding `admin` on the server through a grant that does not expire and a
     /// membership not derived from an issuer's claims: who can recover the catalog.
     async fn server_admins(&self) -> crate::Result<Vec<String>>;
-    async fn principal_roles(&self, principal_id: &str) -> crate::Result<Vec<String>>;
+    async fn principal_roles(&self, principal_id: &PrincipalId) -> crate::Result<Vec<String>>;
 
     /// The principal of an external identity (created on first sight, named `name` or, if that is
     /// taken, `name@issuer`; `display_name` kept up to date), with its claim-derived memberships
@@ -370,7 +371,7 @@ pub trait AccessStore: Send + Sync + 'static {
     ) -> crate::Result<Vec<GrantRecord>>;
 
     /// What `principal_id` holds on `target` at `now_ms`, in one round trip.
-    async fn holdings(&self, principal_id: &str, target: &Target, now_ms: i64) -> crate::Result<Holdings>;
+    async fn holdings(&self, principal_id: &PrincipalId, target: &Target, now_ms: i64) -> crate::Result<Holdings>;
 }
 
 /// Authorization decisions: one store round trip each, or none when a fresh answer for the same
@@ -385,10 +386,10 @@ pub struct Authorizer {
     /// What "now" is for grant expiries and grace periods.
     clock: crate::clock::SharedClock,
     /// What a principal holds on a target (see [`crate::cache`]; built by `with_cache_ttl`).
-    cache: Option<TtlCache<(String, Target), Holdings>>,
+    cache: Option<TtlCache<(PrincipalId, Target), Holdings>>,
     /// The current secret version of principals found to exist (same TTL and invalidation as
     /// holdings).
-    active: Option<TtlCache<String, SecretState>>,
+    active: Option<TtlCache<PrincipalId, SecretState>>,
 }
 
 /// Holdings (and principals) kept at most.
@@ -428,7 +429,7 @@ impl Authorizer {
     /// still the one the token was issued for. A deleted principal's tokens, and those issued
     /// before its secret was rotated, stop working at once on this replica (both invalidate)
     /// and within the TTL on others.
-    pub async fn principal_active(&self, id: &str, token_version: Option<i64>) -> Result<bool, CatalogError> {
+    pub async fn principal_active(&self, id: &PrincipalId, token_version: Option<i64>) -> Result<bool, CatalogError> {
         let current = match &self.active {
             None => self.access.principal_secret_state(id).await?,
             // A token newer than the version remembered: the secret was rotated (perhaps
@@ -439,7 +440,7 @@ impl Authorizer {
                     let (generation, read_at) = (active.generation(), std::time::Instant::now());
                     let version = self.access.principal_secret_state(id).await?;
                     if let Some(version) = version {
-                        active.offer(generation, id.to_owned(), version, read_at);
+                        active.offer(generation, id.clone(), version, read_at);
                     }
                     version
                 }
@@ -454,21 +455,21 @@ impl Authorizer {
 
     /// What `principal` holds on `target`, read from the store now (and cached for the next
     /// requests): for a decision whose cached answer was about another object of that name.
-    pub async fn holdings_now(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
+    pub async fn holdings_now(&self, principal: &PrincipalId, target: &Target) -> Result<Holdings, CatalogError> {
         let now = self.clock.now_ms();
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
         let (generation, read_at) = (cache.generation(), std::time::Instant::now());
         let holdings = self.access.holdings(principal, target, now).await?;
-        cache.offer(generation, (principal.to_owned(), target.clone()), holdings.clone(), read_at);
+        cache.offer(generation, (principal.clone(), target.clone()), holdings.clone(), read_at);
         Ok(holdings)
     }
 
     /// What `principal` holds on `target` now (cached as described above). Services decide
     /// through [`crate::RequestContext::require`], which records the decision.
-    pub async fn holdings(&self, principal: &str, target: &Target) -> Result<Holdings, CatalogError> {
+    pub async fn holdings(&self, principal: &PrincipalId, target: &Target) -> Result<Holdings, CatalogError> {
         let now = self.clock.now_ms();
         let Some(cache) = &self.cache else { return self.access.holdings(principal, target, now).await };
-        let key = (principal.to_owned(), target.clone());
+        let key = (principal.clone(), target.clone());
         // A cached answer holds for the TTL, and never past the expiry of a grant behind it.
         if let Some(holdings) = cache.get(&key, |h| h.expires_at_ms.is_none_or(|expiry| now < expiry)) {
             return Ok(holdings);

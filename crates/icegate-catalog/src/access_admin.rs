@@ -259,7 +259,7 @@ impl AccessAdmin {
         &self,
         ctx: &RequestContext,
         securable: &SecurableRef,
-    ) -> Result<(crate::context::Allowed, Option<String>)> {
+    ) -> Result<(crate::context::Allowed, Option<crate::ids::TabularId>)> {
         let target = self.securable_target(securable).await?;
         let allowed = ctx.require(&target, Privilege::ManageGrants, || missing(securable)).await?;
         let Target::Tabular { warehouse_id, namespace, name, kind } = &target else { return Ok((allowed, None)) };
@@ -277,7 +277,7 @@ impl AccessAdmin {
         ctx: &RequestContext,
         securable: &SecurableRef,
         privilege: Privilege,
-    ) -> Result<(Option<i64>, Option<String>)> {
+    ) -> Result<(Option<i64>, Option<crate::ids::TabularId>)> {
         let (allowed, object) = self.authorize_managing(ctx, securable).await?;
         let held = allowed.holdings();
         if let Some(held) = held

@@ -5,6 +5,7 @@ use std::fmt;
 
 use crate::error::CatalogError;
 use crate::ident::NamespaceIdent;
+use crate::ids::{PrincipalId, WarehouseId};
 
 /// Tables and views share one name space per namespace; `kind` tells them apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,9 +84,9 @@ impl fmt::Display for Privilege {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Target {
     Server,
-    Warehouse { warehouse_id: String },
-    Namespace { warehouse_id: String, namespace: NamespaceIdent },
-    Tabular { warehouse_id: String, namespace: NamespaceIdent, name: String, kind: TabularKind },
+    Warehouse { warehouse_id: WarehouseId },
+    Namespace { warehouse_id: WarehouseId, namespace: NamespaceIdent },
+    Tabular { warehouse_id: WarehouseId, namespace: NamespaceIdent, name: String, kind: TabularKind },
 }
 
 /// Who acts: the caller of a request, or the system doing a named job.
@@ -94,7 +95,7 @@ pub enum Caller {
     /// `auth.mode = none`: anyone who reaches the server, allowed everything.
     Anonymous,
     /// An authenticated principal (by icegate's token or an external issuer's).
-    Principal { id: String, name: String },
+    Principal { id: PrincipalId, name: String },
     /// The system: start-up, or background work (`job`, the task it runs), allowed everything
     /// for the reason its task records.
     System { job: String, task_id: Option<String> },
@@ -107,7 +108,7 @@ impl Caller {
     }
 
     /// The principal's id; `None` for the anonymous caller and the system.
-    pub fn principal_id(&self) -> Option<&str> {
+    pub fn principal_id(&self) -> Option<&PrincipalId> {
         match self {
             Self::Principal { id, .. } => Some(id),
             Self::Anonymous | Self::System { .. } => None,

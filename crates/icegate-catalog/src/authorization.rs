@@ -7,6 +7,7 @@ use crate::access::{Privilege, Target};
 use crate::context::{Allowed, RequestContext};
 use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
+use crate::ids::WarehouseId;
 use crate::service::Catalog;
 use crate::store::{TabularHead, TabularKind, Warehouse};
 
@@ -50,7 +51,7 @@ impl Catalog {
     pub(crate) async fn warehouse_with(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
+        prefix: &WarehouseId,
         privilege: Privilege,
     ) -> Result<(Warehouse, Allowed)> {
         let warehouse = self.warehouse_for_prefix(prefix).await?;
@@ -62,7 +63,7 @@ impl Catalog {
     pub(crate) async fn namespace_with(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
+        prefix: &WarehouseId,
         namespace: &NamespaceIdent,
         privilege: Privilege,
     ) -> Result<(Warehouse, Allowed)> {
@@ -77,7 +78,7 @@ impl Catalog {
     pub(crate) async fn container_with(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
+        prefix: &WarehouseId,
         namespace: Option<&NamespaceIdent>,
         privilege: Privilege,
     ) -> Result<(Warehouse, Allowed)> {
@@ -91,7 +92,7 @@ impl Catalog {
     pub(crate) async fn tabular_with(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
+        prefix: &WarehouseId,
         (namespace, name): (&NamespaceIdent, &str),
         kind: TabularKind,
         privilege: Privilege,
@@ -109,7 +110,7 @@ impl Catalog {
     pub(crate) async fn confirmed_head(
         &self,
         ctx: &RequestContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         (namespace, name): (&NamespaceIdent, &str),
         kind: TabularKind,
         decided: &mut [(Privilege, Allowed)],
@@ -117,7 +118,7 @@ impl Catalog {
         let missing = || no_such_tabular(kind, namespace, name);
         let head = self.store().load_tabular_head(warehouse_id, namespace, name, kind).await?.ok_or_else(missing)?;
         let target = Target::Tabular {
-            warehouse_id: warehouse_id.to_owned(),
+            warehouse_id: warehouse_id.clone(),
             namespace: namespace.clone(),
             name: name.to_owned(),
             kind,

@@ -13,6 +13,7 @@ use crate::access::{Authorizer, Holdings, answer, outcome};
 pub use crate::actors::{Caller, Decision, Outcome, Privilege, Target};
 use crate::error::{CatalogError, Result};
 use crate::idempotency::{IdempotencyScope, WriteContext};
+use crate::ids::{PrincipalId, TabularId};
 use crate::storage::AccessLevel;
 
 #[derive(Clone)]
@@ -36,11 +37,28 @@ impl std::fmt::Debug for RequestContext {
     }
 }
 
-/// What an allowed check found: the caller's holdings on the target (`None` when unrestricted).
+/// What an allowed check found: the privilege decided and the caller's holdings on the target
+/// (`None` when unrestricted). Only a decision makes one ([`RequestContext::require`],
+/// [`holds`](RequestContext::holds), [`confirm`](RequestContext::confirm)).
 #[derive(Debug, Clone)]
 pub struct Allowed {
-    principal: Option<String>,
+    privilege: Privilege,
+    principal: Option<PrincipalId>,
     holdings: Option<Holdings>,
+}
+
+/// Proof of a decision that gives access to a table's files, and at which level: what vending
+/// and signing demand. Only an [`Allowed`] makes one, so no code path can vend or sign at a
+/// level nobody decided (a result read without a decision carries none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileGrant {
+    level: AccessLevel,
+}
+
+impl FileGrant {
+    pub fn level(self) -> AccessLevel {
+        self.level
+    }
 }
 
 impl Allowed {
@@ -50,20 +68,34 @@ impl Allowed {
 
     /// Listing the target's children: `None` shows all of them, `Some(principal)` only those
     /// the principal holds something on (or inside), when it holds nothing on the target itself.
-    pub fn visible_to(&self) -> Option<&str> {
+    pub fn visible_to(&self) -> Option<&PrincipalId> {
         match &self.holdings {
-            Some(holdings) if holdings.direct.is_empty() => self.principal.as_deref(),
+            Some(holdings) if holdings.direct.is_empty() => self.principal.as_ref(),
             _ => None,
         }
     }
 
-    /// The access to a table's files these holdings give: read-write with `write` (or
-    /// unrestricted), read otherwise.
-    pub fn storage_access(&self) -> AccessLevel {
-        match &self.holdings {
-            Some(holdings) if !holdings.has(Privilege::Write) => AccessLevel::Read,
-            _ => AccessLevel::ReadWrite,
-        }
+    /// The access to a table's files this decision gives: read-write when unrestricted, with
+    /// `write`, or to the creator of a table (a decision for `create`, where it creates it);
+    /// read with `read`; none otherwise.
+    pub fn file_grant(&self) -> Option<FileGrant> {
+        self.file_grant_as(self.privilege == Privilege::Create)
+    }
+
+    /// [`file_grant`](Self::file_grant) for a creator answered again (a replayed create): holding
+    /// `create` counts as creating only while `still_as_created` (the table is exactly what it
+    /// created, and it replaced nothing).
+    pub fn file_grant_as(&self, creator: bool) -> Option<FileGrant> {
+        let level = match &self.holdings {
+            None => AccessLevel::ReadWrite,
+            Some(held) if held.has(Privilege::Write) => AccessLevel::ReadWrite,
+            Some(held) if creator && (self.privilege == Privilege::Create || held.has(Privilege::Create)) => {
+                AccessLevel::ReadWrite
+            }
+            Some(held) if held.has(Privilege::Read) => AccessLevel::Read,
+            Some(_) => return None,
+        };
+        Some(FileGrant { level })
     }
 }
 
@@ -118,7 +150,7 @@ impl RequestContext {
 
     /// What the request's mutation records with its change.
     pub fn write(&self) -> WriteContext {
-        let principal = self.caller.principal_id().unwrap_or_default().to_owned();
+        let principal = self.caller.principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
         let decisions = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
         WriteContext { principal, actor: self.caller.clone(), decisions, idempotency: self.idempotency.clone() }
     }
@@ -164,7 +196,7 @@ impl RequestContext {
         let (id, authorizer) = match (&self.caller, &self.authorizer) {
             (Caller::Anonymous | Caller::System { .. }, _) => {
                 self.record(target, privilege, Outcome::Unrestricted);
-                return Ok((Outcome::Unrestricted, Allowed { principal: None, holdings: None }));
+                return Ok((Outcome::Unrestricted, Allowed { privilege, principal: None, holdings: None }));
             }
             (Caller::Principal { id, .. }, Some(authorizer)) => (id, authorizer),
             // A principal without an authorizer is a wiring bug: refuse.
@@ -177,7 +209,7 @@ impl RequestContext {
             if now { authorizer.holdings_now(id, target).await? } else { authorizer.holdings(id, target).await? };
         let outcome = outcome(&holdings, privilege);
         self.record(target, privilege, outcome);
-        Ok((outcome, Allowed { principal: Some(id.clone()), holdings: Some(holdings) }))
+        Ok((outcome, Allowed { privilege, principal: Some(id.clone()), holdings: Some(holdings) }))
     }
 
     /// Fails unless the caller holds `privilege` on `target`: like a missing object
@@ -204,11 +236,11 @@ impl RequestContext {
         target: &Target,
         privilege: Privilege,
         allowed: Allowed,
-        object: &str,
+        object: &TabularId,
         not_found: impl FnOnce() -> CatalogError,
         changed: impl FnOnce() -> CatalogError,
     ) -> Result<Allowed> {
-        let about = |allowed: &Allowed| allowed.holdings.as_ref().is_none_or(|h| h.object.as_deref() == Some(object));
+        let about = |allowed: &Allowed| allowed.holdings.as_ref().is_none_or(|h| h.object.as_ref() == Some(object));
         if about(&allowed) {
             return Ok(allowed);
         }
@@ -223,7 +255,7 @@ impl RequestContext {
         &self,
         target: &Target,
         privilege: Privilege,
-        object: &str,
+        object: &TabularId,
         not_found: impl Fn() -> CatalogError,
         changed: impl FnOnce() -> CatalogError,
     ) -> Result<Allowed> {
@@ -270,6 +302,9 @@ mod tests {
             [Decision { target: Target::Server, privilege: Privilege::Admin, outcome: Outcome::Unrestricted }]
         );
         assert_eq!(Caller::Anonymous.describe(), "anonymous");
-        assert_eq!(Caller::Principal { id: "i".into(), name: "n".into() }.principal_id(), Some("i"));
+        assert_eq!(
+            Caller::Principal { id: PrincipalId::new("i"), name: "n".into() }.principal_id().map(|id| id.as_str()),
+            Some("i")
+        );
     }
 }

@@ -78,7 +78,10 @@ impl WriteContext {
     pub fn by_principal(principal: &str, idempotency: Option<Arc<IdempotencyScope>>) -> Self {
         Self {
             principal: principal.to_owned(),
-            actor: crate::actors::Caller::Principal { id: principal.to_owned(), name: principal.to_owned() },
+            actor: crate::actors::Caller::Principal {
+                id: crate::ids::PrincipalId::new(principal),
+                name: principal.to_owned(),
+            },
             decisions: Vec::new(),
             idempotency,
         }

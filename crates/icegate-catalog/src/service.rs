@@ -1,23 +1,25 @@
-//! The catalog service: what the HTTP handlers call. Each operation takes the request's
-//! context, parses raw request values into domain types, resolves the warehouse behind a URL
+//! The catalog: the core its services share (the store, object storage, caches, the commit
+//! budget, limits and the clock), and the services the HTTP handlers call, one per area:
+//! [`Catalog::warehouses`], [`Catalog::namespaces`], [`Catalog::tables`], [`Catalog::views`]
+//! (and, built on the catalog, [`crate::access_admin::AccessAdmin`]). Each operation takes the
+//! request's context and values parsed at the edge, resolves the warehouse behind a URL
 //! prefix, decides whether the caller may (see [`crate::authorization`]) and asks the store,
-//! one transaction per call.
+//! one transaction per call. The core's own methods are what every area shares: none of them
+//! reads or changes anything on a caller's behalf without the area's decision.
 
 use crate::cache::TtlCache;
 use std::sync::Arc;
 
-use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::files::FileIo;
-use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+use crate::ident::{StorageRoot, WarehouseName};
+use crate::ids::{TabularId, WarehouseId};
 use crate::metadata_cache::MetadataCache;
-use crate::pagination::{encode_token, page_request};
 use crate::storage::{
-    AllowedEndpoint, CredentialVendor, SecretCipher, StorageProfile, UnsealedProfile, server_admin_reasons,
-    validate_profile,
+    AllowedEndpoint, CredentialVendor, SecretCipher, StorageProfile, server_admin_reasons, validate_profile,
 };
-use crate::store::{CatalogStore, Properties, PropertiesChange, Warehouse};
+use crate::store::{CatalogStore, Warehouse};
 
 /// A page of results plus the token for the next one (`None` on the last page).
 #[derive(Debug, Clone)]
@@ -51,17 +53,17 @@ pub struct Catalog {
     cipher: SecretCipher,
     vendor: Option<Arc<dyn CredentialVendor>>,
     /// Warehouses by `/v1` prefix, for [`WAREHOUSE_CACHE_TTL`] (see [`crate::cache`]).
-    warehouses: Arc<TtlCache<String, Warehouse>>,
+    warehouses: Arc<TtlCache<WarehouseId, Warehouse>>,
     /// Table locations by table id and metadata file: the recorded set only changes with a
     /// commit, which writes a new metadata file, so entries never go stale (the cache is only
     /// bounded). The id is part of the key because a metadata file is not one table's alone: a
     /// dropped table's file can be registered again as another table, which records other
     /// locations.
-    locations: Arc<TtlCache<(String, String), crate::storage::TableLocations>>,
+    locations: Arc<TtlCache<(TabularId, String), crate::storage::TableLocations>>,
     /// Metadata documents by metadata file (see [`MetadataCache`]).
     metadata: Arc<MetadataCache>,
     /// Memory that commits in flight may hold (`catalog.commit_memory_bytes`).
-    commit_budget: crate::commit::CommitBudget,
+    commit_budget: crate::commit_budget::CommitBudget,
 
     /// The largest metadata document read, registered or committed (`catalog.max_metadata_bytes`).
     max_metadata_bytes: u64,
@@ -82,7 +84,7 @@ pub struct Catalog {
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
 fn budget_key(ctx: &RequestContext) -> &str {
-    ctx.caller().principal_id().unwrap_or_default()
+    ctx.caller().principal_id().map_or("", |id| id.as_str())
 }
 
 /// The spec's namespace separator in paths (`%1F`), always accepted.
@@ -119,7 +121,7 @@ impl Catalog {
             locations: Arc::new(TtlCache::new(MAX_CACHED_LOCATIONS, None)),
 
             metadata: Arc::new(MetadataCache::new(DEFAULT_METADATA_CACHE_BYTES)),
-            commit_budget: crate::commit::CommitBudget::new(DEFAULT_COMMIT_MEMORY_BYTES),
+            commit_budget: crate::commit_budget::CommitBudget::new(DEFAULT_COMMIT_MEMORY_BYTES),
             max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
             schema_limits: crate::schema_cost::SchemaLimits::default(),
             max_updates: DEFAULT_MAX_UPDATES,
@@ -169,7 +171,7 @@ impl Catalog {
     /// A profile that uses the server's own identity, vends unscoped keys or names an endpoint
     /// outside `storage.allowed_endpoints` needs admin on the server, whoever may administer
     /// the warehouse.
-    async fn authorize_profile(&self, ctx: &RequestContext, profile: &StorageProfile) -> Result<()> {
+    pub(crate) async fn authorize_profile(&self, ctx: &RequestContext, profile: &StorageProfile) -> Result<()> {
         let reasons = server_admin_reasons(profile, &self.allowed_endpoints);
         if reasons.is_empty() || ctx.is_server_admin().await? {
             return Ok(());
@@ -261,13 +263,13 @@ impl Catalog {
     /// Bounds the memory commits in flight may hold to about `bytes` (0: unbounded); commits
     /// past it wait for room.
     pub fn with_commit_memory(mut self, bytes: u64) -> Self {
-        self.commit_budget = crate::commit::CommitBudget::new(bytes);
+        self.commit_budget = crate::commit_budget::CommitBudget::new(bytes);
         self
     }
 
     /// Waits for room for `held` bytes in the commit budget, for the caller of `ctx` (see
-    /// [`crate::commit::CommitBudget`]).
-    pub(crate) async fn reserve_room(&self, ctx: &RequestContext, held: u64) -> Result<crate::commit::Reserved> {
+    /// [`crate::commit_budget::CommitBudget`]).
+    pub(crate) async fn reserve_room(&self, ctx: &RequestContext, held: u64) -> Result<crate::commit_budget::Reserved> {
         self.commit_budget.reserve(budget_key(ctx), held).await
     }
 
@@ -282,13 +284,13 @@ impl Catalog {
         &self,
         turn: crate::budget::Lane,
         held: u64,
-    ) -> Result<crate::commit::Reserved> {
+    ) -> Result<crate::commit_budget::Reserved> {
         self.commit_budget.reserve_in(turn, held).await
     }
 
     /// Room for `held` bytes in the commit budget if there is some now (see
     /// [`Self::reserve_room`]).
-    pub(crate) fn try_reserve_room(&self, ctx: &RequestContext, held: u64) -> Option<crate::commit::Reserved> {
+    pub(crate) fn try_reserve_room(&self, ctx: &RequestContext, held: u64) -> Option<crate::commit_budget::Reserved> {
         self.commit_budget.try_reserve(budget_key(ctx), held)
     }
 
@@ -324,7 +326,12 @@ impl Catalog {
     }
 
     /// Validates a profile for `root`: its fields, then (for object storage) a live probe.
-    async fn check_profile(&self, name: &WarehouseName, root: &StorageRoot, profile: &StorageProfile) -> Result<()> {
+    pub(crate) async fn check_profile(
+        &self,
+        name: &WarehouseName,
+        root: &StorageRoot,
+        profile: &StorageProfile,
+    ) -> Result<()> {
         validate_profile(root, profile)?;
         if matches!(profile, StorageProfile::File) {
             return match root.local_path() {
@@ -337,7 +344,7 @@ impl Catalog {
             .as_ref()
             .ok_or_else(|| CatalogError::Unsupported("this server was built without object storage support".into()))?;
         let candidate = Warehouse {
-            id: String::new(),
+            id: WarehouseId::default(),
             name: name.clone(),
             storage_root: root.clone(),
             storage_profile: profile.clone(),
@@ -346,6 +353,20 @@ impl Catalog {
             updated_at_ms: 0,
         };
         vendor.validate(&candidate).await
+    }
+
+    pub(crate) fn cipher(&self) -> &SecretCipher {
+        &self.cipher
+    }
+
+    /// The warehouse `/v1/config` answers when a request names none.
+    pub(crate) fn default_warehouse(&self) -> Option<&WarehouseName> {
+        self.default_warehouse.as_ref()
+    }
+
+    /// A warehouse changed or went: its prefix is looked up again.
+    pub(crate) fn forget_warehouse(&self, name: &WarehouseName) {
+        self.warehouses.retain(|_, w| w.name != *name);
     }
 
     /// The store, for the catalog's own services only: everything outside reaches it through
@@ -374,37 +395,15 @@ impl Catalog {
         self.store.pool_stats()
     }
 
-    /// getConfig: the warehouse a `/v1/config` request asks for (or the configured default),
-    /// for a caller that may describe it.
-    pub async fn config(&self, ctx: &RequestContext, requested: Option<&str>) -> Result<Warehouse> {
-        let warehouse = self.config_warehouse(requested).await?;
-        let asked = requested.filter(|w| !w.is_empty()).unwrap_or(warehouse.name.as_str()).to_owned();
-        self.require_warehouse(ctx, &warehouse, &asked, Privilege::Describe).await?;
-        Ok(warehouse)
-    }
-
-    async fn config_warehouse(&self, requested: Option<&str>) -> Result<Warehouse> {
-        let name = match requested.filter(|w| !w.is_empty()) {
-            Some(name) => WarehouseName::parse(name)?,
-            None => self.default_warehouse.clone().ok_or_else(|| {
-                CatalogError::bad_request(
-                    "no warehouse given and no default warehouse configured: \
-                     pass ?warehouse=NAME (the client's `warehouse` property)",
-                )
-            })?,
-        };
-        self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
-    }
-
     /// The warehouse behind a `/v1/{prefix}` URL (no authorization: see [`crate::authorization`]).
-    pub(crate) async fn warehouse_for_prefix(&self, prefix: &str) -> Result<Warehouse> {
+    pub(crate) async fn warehouse_for_prefix(&self, prefix: &WarehouseId) -> Result<Warehouse> {
         if let Some(warehouse) = self.warehouses.get(prefix, |_| true) {
             return Ok(warehouse);
         }
         let (generation, read_at) = (self.warehouses.generation(), std::time::Instant::now());
         let warehouse =
             self.store.warehouse_by_id(prefix).await?.ok_or_else(|| CatalogError::no_such_warehouse(prefix))?;
-        self.warehouses.offer(generation, prefix.to_owned(), warehouse.clone(), read_at);
+        self.warehouses.offer(generation, prefix.clone(), warehouse.clone(), read_at);
         Ok(warehouse)
     }
 
@@ -430,199 +429,6 @@ impl Catalog {
             return std::borrow::Cow::Borrowed(value);
         }
         std::borrow::Cow::Owned(value.replace(separator, &UNIT_SEPARATOR.to_string()))
-    }
-
-    /// Creates a warehouse; the profile's secrets are sealed with the catalog's key first.
-    pub async fn create_warehouse(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-        storage_root: &str,
-        profile: impl UnsealedProfile,
-    ) -> Result<Warehouse> {
-        ctx.require(&Target::Server, Privilege::Admin, || {
-            CatalogError::Forbidden("creating a warehouse requires admin on the server".into())
-        })
-        .await?;
-        let name = WarehouseName::parse(name)?;
-        let root = StorageRoot::parse(storage_root)?;
-        let profile = profile.seal(&self.cipher)?;
-        self.authorize_profile(ctx, &profile).await?;
-        if self.store.warehouse_by_name(&name).await?.is_some() {
-            return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
-        }
-        self.check_profile(&name, &root, &profile).await?;
-        self.store.create_warehouse(&ctx.write(), &name, &root, &profile).await
-    }
-
-    /// Replaces a warehouse's storage profile (validated and probed like on create). Cached
-    /// clients and credentials of the old profile are not used again: they are keyed by version.
-    pub async fn update_storage_profile(
-        &self,
-        ctx: &RequestContext,
-        name: &str,
-        profile: impl UnsealedProfile,
-    ) -> Result<Warehouse> {
-        let existing = self.warehouse_named(name).await?;
-        self.require_warehouse(ctx, &existing, name, Privilege::Admin).await?;
-        let profile = profile.seal(&self.cipher)?;
-        self.authorize_profile(ctx, &profile).await?;
-        self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
-        let updated = self.store.update_storage_profile(&ctx.write(), &existing.name, &profile).await?;
-        self.warehouses.retain(|_, w| w.name != updated.name);
-        Ok(updated)
-    }
-
-    /// The warehouses the caller may see: all of them with `describe` on the server, else those
-    /// it holds something on or in.
-    pub async fn list_warehouses(&self, ctx: &RequestContext) -> Result<Vec<WarehouseView>> {
-        // All of them only for a privilege held on the server itself: holding something inside
-        // one warehouse (`describe` on the server by inheritance) shows that warehouse alone.
-        let visible_to = match ctx.holds(&Target::Server, Privilege::Describe).await? {
-            Some(allowed) => allowed.visible_to().map(str::to_owned),
-            None => ctx.caller().principal_id().map(str::to_owned),
-        };
-        let mut views = Vec::new();
-        for warehouse in self.store.list_warehouses(visible_to.as_deref()).await? {
-            views.push(self.view_of(ctx, warehouse).await?);
-        }
-        Ok(views)
-    }
-
-    /// A warehouse as the caller may see it (its profile's details only for its admins).
-    async fn view_of(&self, ctx: &RequestContext, warehouse: Warehouse) -> Result<WarehouseView> {
-        let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
-        let administered = ctx.holds(&target, Privilege::Admin).await?.is_some();
-        Ok(WarehouseView { warehouse, administered })
-    }
-
-    /// The warehouse named `name`, without authorization (the management API's own lookups).
-    pub(crate) async fn warehouse_named(&self, name: &str) -> Result<Warehouse> {
-        let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
-        self.store.warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
-    }
-
-    /// The warehouse's id, for naming it in a grant (absent and invisible alike: `None`).
-    pub(crate) async fn warehouse_id_of(&self, name: &str) -> Result<Option<String>> {
-        match self.warehouse_named(name).await {
-            Ok(warehouse) => Ok(Some(warehouse.id)),
-            Err(CatalogError::NotFound { .. } | CatalogError::BadRequest(_)) => Ok(None),
-            Err(other) => Err(other),
-        }
-    }
-
-    pub async fn get_warehouse(&self, ctx: &RequestContext, name: &str) -> Result<WarehouseView> {
-        let warehouse = self.warehouse_named(name).await?;
-        self.require_warehouse(ctx, &warehouse, name, Privilege::Describe).await?;
-        self.view_of(ctx, warehouse).await
-    }
-
-    pub async fn delete_warehouse(&self, ctx: &RequestContext, name: &str) -> Result<()> {
-        let warehouse = self.warehouse_named(name).await?;
-        self.require_warehouse(ctx, &warehouse, name, Privilege::Admin).await?;
-        let name = warehouse.name;
-        self.store.delete_warehouse(&ctx.write(), &name).await?;
-        self.warehouses.retain(|_, w| w.name != name);
-        Ok(())
-    }
-
-    /// listNamespaces: for a caller that may describe the parent (or the warehouse), those of
-    /// its children the caller may see.
-    pub async fn list_namespaces(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        parent: Option<&str>,
-        page_token: Option<&str>,
-        page_size: Option<i64>,
-    ) -> Result<Listing<NamespaceIdent>> {
-        // The spec treats an empty `parent` as absent, for older clients.
-        let parent = parent.filter(|p| !p.is_empty()).map(NamespaceIdent::parse_encoded).transpose()?;
-        let page = page_request(page_token, page_size)?;
-        let (warehouse, allowed) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Describe).await?;
-        let page = self.store.list_namespaces(&warehouse.id, parent.as_ref(), &page, allowed.visible_to()).await?;
-        Ok(Listing { items: page.items, next_page_token: page.next_after.as_deref().map(encode_token) })
-    }
-
-    pub async fn create_namespace(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        levels: Vec<String>,
-        properties: Properties,
-    ) -> Result<(NamespaceIdent, Properties)> {
-        let namespace = NamespaceIdent::from_levels(levels)?;
-        let separator = self.namespace_separator;
-        if separator != UNIT_SEPARATOR && namespace.levels().iter().any(|level| level.contains(separator)) {
-            return Err(CatalogError::bad_request(format!(
-                "namespace levels cannot contain {separator:?}: this catalog joins levels with it in paths \
-                 (catalog.namespace_separator)"
-            )));
-        }
-        let parent = namespace.parent();
-        let (warehouse, _) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Create).await?;
-        self.store.create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
-        Ok((namespace, properties))
-    }
-
-    pub async fn load_namespace(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-    ) -> Result<(NamespaceIdent, Properties)> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
-        let properties = self
-            .store
-            .load_namespace(&warehouse.id, &namespace)
-            .await?
-            .ok_or_else(|| CatalogError::no_such_namespace(&namespace))?;
-        Ok((namespace, properties))
-    }
-
-    pub async fn namespace_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str) -> Result<()> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
-        if self.store.namespace_exists(&warehouse.id, &namespace).await? {
-            Ok(())
-        } else {
-            Err(CatalogError::no_such_namespace(&namespace))
-        }
-    }
-
-    pub async fn drop_namespace(&self, ctx: &RequestContext, prefix: &str, namespace: &str) -> Result<()> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Drop).await?;
-        self.store.drop_namespace(&ctx.write(), &warehouse.id, &namespace).await?;
-        // Grants follow objects: a namespace made anew under this name is another one.
-        ctx.access_changed();
-        Ok(())
-    }
-
-    pub async fn update_namespace_properties(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        updates: Properties,
-        removals: Vec<String>,
-    ) -> Result<PropertiesChange> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &namespace, Privilege::Write).await?;
-        let mut both: Vec<&str> = removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
-        if !both.is_empty() {
-            both.sort_unstable();
-            both.dedup();
-            return Err(CatalogError::Unprocessable(format!(
-                "keys present in both updates and removals: {}",
-                both.join(", ")
-            )));
-        }
-        let mut removals = removals;
-        removals.sort_unstable();
-        removals.dedup();
-        self.store.update_namespace_properties(&ctx.write(), &warehouse.id, &namespace, &updates, &removals).await
     }
 }
 

@@ -13,6 +13,7 @@ pub use crate::actors::TabularKind;
 use crate::error::Result;
 use crate::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
 use crate::ident::{NamespaceIdent, StorageRoot, WarehouseName};
+use crate::ids::{PrincipalId, TabularId, WarehouseId};
 use crate::storage::StorageProfile;
 
 /// String properties, kept sorted so responses are stable.
@@ -21,7 +22,7 @@ pub type Properties = BTreeMap<String, String>;
 /// A warehouse row. `id` is the opaque, URL-safe prefix clients put in `/v1/{prefix}/...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warehouse {
-    pub id: String,
+    pub id: WarehouseId,
     pub name: WarehouseName,
     pub storage_root: StorageRoot,
     /// How the storage is reached; secrets in it are sealed.
@@ -67,7 +68,7 @@ pub struct PoolStats {
 /// A stored table or view: where it lives and its current metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tabular {
-    pub id: String,
+    pub id: TabularId,
     pub kind: TabularKind,
     /// Base location, without a trailing slash.
     pub location: String,
@@ -90,7 +91,7 @@ pub struct Dropped {
 /// Where a table's or view's current metadata is, without the document itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TabularHead {
-    pub id: String,
+    pub id: TabularId,
     pub location: String,
     pub metadata_location: String,
 }
@@ -98,7 +99,7 @@ pub struct TabularHead {
 /// A table or view to insert.
 #[derive(Debug, Clone)]
 pub struct NewTabular<'a> {
-    pub warehouse_id: &'a str,
+    pub warehouse_id: &'a WarehouseId,
     pub namespace: &'a NamespaceIdent,
     pub name: &'a str,
     pub kind: TabularKind,
@@ -115,8 +116,8 @@ pub struct NewTabular<'a> {
 /// at `expected_metadata_location`.
 #[derive(Debug, Clone)]
 pub struct MetadataSwap {
-    pub id: String,
-    pub warehouse_id: String,
+    pub id: TabularId,
+    pub warehouse_id: WarehouseId,
     /// The namespace and name the commit was addressed to: the swap applies only while the row
     /// still has them (a table renamed meanwhile is not another name's to change).
     pub namespace: NamespaceIdent,
@@ -185,9 +186,9 @@ pub trait WarehouseStore: Send + Sync {
         root: &StorageRoot,
     ) -> Result<Warehouse>;
     /// Every warehouse, or with `visible_to` only those the principal holds something in.
-    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>>;
+    async fn list_warehouses(&self, visible_to: Option<&PrincipalId>) -> Result<Vec<Warehouse>>;
     async fn warehouse_by_name(&self, name: &WarehouseName) -> Result<Option<Warehouse>>;
-    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>>;
+    async fn warehouse_by_id(&self, id: &WarehouseId) -> Result<Option<Warehouse>>;
     /// Deletes an empty warehouse: `NotFound`, or `WarehouseNotEmpty` while it holds namespaces.
     async fn delete_warehouse(&self, write: &WriteContext, name: &WarehouseName) -> Result<()>;
 }
@@ -199,7 +200,7 @@ pub trait NamespaceStore: Send + Sync {
     async fn create_namespace(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         properties: &Properties,
     ) -> Result<()>;
@@ -209,21 +210,30 @@ pub trait NamespaceStore: Send + Sync {
     /// `NotFound(Namespace)` when the parent does not exist.
     async fn list_namespaces(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         parent: Option<&NamespaceIdent>,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<NamespaceIdent>>;
     /// The namespace's properties, `None` when it does not exist.
-    async fn load_namespace(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<Option<Properties>>;
-    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool>;
+    async fn load_namespace(
+        &self,
+        warehouse_id: &WarehouseId,
+        namespace: &NamespaceIdent,
+    ) -> Result<Option<Properties>>;
+    async fn namespace_exists(&self, warehouse_id: &WarehouseId, namespace: &NamespaceIdent) -> Result<bool>;
     /// `NotFound`, or `NamespaceNotEmpty` while it holds namespaces, tables or views.
-    async fn drop_namespace(&self, write: &WriteContext, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<()>;
+    async fn drop_namespace(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &WarehouseId,
+        namespace: &NamespaceIdent,
+    ) -> Result<()>;
     /// Applies updates and removals atomically. Keys must not appear in both.
     async fn update_namespace_properties(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         updates: &Properties,
         removals: &[String],
@@ -255,10 +265,10 @@ pub trait TabularStore: Send + Sync {
     /// Inserts a table or view. `AlreadyExists` when a table or view of that name exists,
     /// `NotFound(Namespace)` without the namespace, `BadRequest` when the location overlaps
     /// another table's or view's.
-    async fn create_tabular(&self, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<String>;
+    async fn create_tabular(&self, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<TabularId>;
     async fn load_tabular(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
@@ -266,7 +276,7 @@ pub trait TabularStore: Send + Sync {
     /// The row's pointer without its metadata document (what a cached load reads).
     async fn load_tabular_head(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
@@ -283,19 +293,19 @@ pub trait TabularStore: Send + Sync {
     async fn drop_tabular(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         tabular: (&NamespaceIdent, &str),
         kind: TabularKind,
         lease_until_ms: i64,
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>>;
     /// The metadata location a table or view's row points at now, by id, read from the database
     /// (never from memory), `None` when the row is gone: how a commit whose swap failed learns
     /// what became of it, whatever the table is called by then.
-    async fn metadata_location_of(&self, tabular_id: &str) -> Result<Option<String>>;
+    async fn metadata_location_of(&self, tabular_id: &TabularId) -> Result<Option<String>>;
     /// Every location recorded for a table or view: its base location and every other location
     /// it owns (current extra locations and those it moved away from).
-    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>>;
+    async fn recorded_locations(&self, tabular_id: &TabularId) -> Result<Vec<String>>;
     /// Fails with `BadRequest` when one of `locations`, of the table or view `(namespace, name)`,
     /// equals, lies inside or contains a location of another table or view of the warehouse (not
     /// `exclude_id`) or of an unexpired staged create (other than `write`'s principal's own of
@@ -305,10 +315,10 @@ pub trait TabularStore: Send + Sync {
     async fn check_locations_free(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         tabular: (&NamespaceIdent, &str),
         locations: &[String],
-        exclude_id: Option<&str>,
+        exclude_id: Option<&TabularId>,
     ) -> Result<()>;
     /// Reserves the locations of a staged create of `namespace.name` by `write`'s principal until
     /// `until_ms` (when the credentials vended for them expire), once they pass the checks of
@@ -319,7 +329,7 @@ pub trait TabularStore: Send + Sync {
     async fn reserve_locations(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         locations: &[String],
@@ -332,20 +342,20 @@ pub trait TabularStore: Send + Sync {
     async fn rename_tabular(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         kind: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<()>;
     /// Names of a namespace's tables or views, in byte order. `NotFound(Namespace)`.
     async fn list_tabulars(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         kind: TabularKind,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<String>>;
 }
 

@@ -12,6 +12,7 @@
 //! a few at a time, answered 503 past that, and rehashed once they match.) Every rejection is
 //! logged with its reason and answered with the same 401, so a caller learns nothing about why.
 
+use crate::ids::PrincipalId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -398,7 +399,7 @@ impl Authenticator {
             secret_version -= 1;
         }
         let claims = Claims {
-            sub: principal.id.clone(),
+            sub: principal.id.as_str().to_owned(),
             name: principal.name.clone(),
             iss: self.settings.issuer.clone(),
             aud: self.settings.audience.clone(),
@@ -436,7 +437,7 @@ impl Authenticator {
         if let Some(known) = self.verified.get(&digest) {
             // Expired exactly when jsonwebtoken would say so: `exp` more than `leeway` ago.
             if now_secs() <= known.exp.saturating_add(leeway) {
-                let caller = Caller::Principal { id: known.id, name: known.name };
+                let caller = Caller::Principal { id: PrincipalId::new(known.id), name: known.name };
                 return Ok(TokenCaller { caller, secret_version: Some(known.secret_version) });
             }
             self.verified.remove(&digest);
@@ -446,7 +447,10 @@ impl Authenticator {
                 let Claims { sub, name, exp, sv, .. } = data.claims;
                 let verified = Verified { id: sub.clone(), name: name.clone(), exp, secret_version: sv };
                 self.verified.insert(digest, verified);
-                Ok(TokenCaller { caller: Caller::Principal { id: sub, name }, secret_version: Some(sv) })
+                Ok(TokenCaller {
+                    caller: Caller::Principal { id: PrincipalId::new(sub), name },
+                    secret_version: Some(sv),
+                })
             }
             Err(err) => Err(refuse(&format!("invalid token: {err}"))),
         }

@@ -3,6 +3,7 @@
 //! View metadata semantics come from the `iceberg` crate's `ViewMetadataBuilder`; commits go
 //! through the commit engine shared with tables (`crate::commit`).
 
+use crate::ident::NamespaceIdent;
 use std::collections::HashMap;
 
 use iceberg::ViewUpdate;
@@ -13,7 +14,7 @@ use crate::access::Privilege;
 use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
-use crate::ident::validate_name;
+use crate::ids::WarehouseId;
 use crate::schema_cost::Pending;
 use crate::service::{Catalog, Listing};
 use crate::store::{MetadataSwap, Tabular, TabularKind, Warehouse};
@@ -81,54 +82,30 @@ fn apply(builder: ViewMetadataBuilder, update: ViewUpdate) -> Result<ViewMetadat
     })
 }
 
+/// The views' operations ([`Catalog::views`]).
+#[derive(Clone, Copy)]
+pub struct Views<'a> {
+    pub(crate) catalog: &'a Catalog,
+}
+
+impl std::ops::Deref for Views<'_> {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        self.catalog
+    }
+}
+
+impl Catalog {
+    /// The views' operations.
+    pub fn views(&self) -> Views<'_> {
+        Views { catalog: self }
+    }
+}
+
 impl Catalog {
     async fn load_view_row(&self, warehouse: &Warehouse, view: &TableIdent) -> Result<Option<Tabular>> {
         self.store().load_tabular(&warehouse.id, &view.namespace, &view.name, TabularKind::View).await
-    }
-
-    fn view_ident(namespace: &str, name: &str) -> Result<TableIdent> {
-        validate_name("view", name)?;
-        TableIdent::parse(namespace, name)
-    }
-
-    pub async fn create_view(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        request: CreateView,
-    ) -> Result<ViewResult> {
-        let view = Self::view_ident(namespace, &request.name)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
-        if !self.store().namespace_exists(&warehouse.id, &view.namespace).await? {
-            return Err(CatalogError::no_such_namespace(&view.namespace));
-        }
-        let location = match &request.location {
-            Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
-            None => Self::default_location_of(&warehouse, &view.namespace, &view.name, "view")?,
-        };
-        // Authorized: the schema is walked against the limits, room for what it builds is
-        // taken in the commit budget, and only then is it built.
-        let limits = self.schema_limits();
-        let cost = request.schema.cost(limits)?;
-        let property_bytes: usize = request.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
-        let request_bytes = request.schema.json_bytes() + property_bytes;
-        let _room = self.reserve_room(ctx, crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
-        let schema = request.schema.into_built(limits)?;
-        let metadata = ViewMetadataBuilder::new(
-            location.clone(),
-            schema,
-            request.view_version,
-            ViewFormatVersion::V1,
-            request.properties,
-        )?
-        .build()?
-        .metadata;
-        let metadata_json = to_json(&metadata)?;
-        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
-        let metadata_location = view_file_location(&metadata, None);
-        let document = ViewResult { metadata_location, metadata_json };
-        self.insert_view(ctx, &warehouse, &view, &location, document, true).await
     }
 
     async fn insert_view(
@@ -167,121 +144,22 @@ impl Catalog {
         Ok(document)
     }
 
-    pub async fn load_view(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<ViewResult> {
-        self.view_with(ctx, prefix, namespace, name, Privilege::Read).await
-    }
-
-    pub async fn view_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
-        self.view_with(ctx, prefix, namespace, name, Privilege::Describe).await.map(|_| ())
-    }
-
     async fn view_with(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
+        prefix: &WarehouseId,
+        view: &TableIdent,
         privilege: Privilege,
     ) -> Result<ViewResult> {
-        let view = Self::view_ident(namespace, name)?;
         let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, privilege).await?;
-        let missing = || CatalogError::no_such_view(&view);
-        let row = self.load_view_row(&warehouse, &view).await?.ok_or_else(missing)?;
+        let missing = || CatalogError::no_such_view(view);
+        let row = self.load_view_row(&warehouse, view).await?.ok_or_else(missing)?;
         // The decision was about the view read (a name can change meaning meanwhile).
         let target = crate::authorization::tabular_target(&warehouse, &view.namespace, &view.name, TabularKind::View);
         let changed = || CatalogError::Unavailable(format!("{view} was renamed or replaced while loading; retry"));
         ctx.confirm(&target, privilege, allowed, &row.id, missing, changed).await?;
         Ok(ViewResult { metadata_location: row.metadata_location, metadata_json: row.metadata })
-    }
-
-    pub async fn list_views(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        page: (Option<&str>, Option<i64>),
-    ) -> Result<Listing<TableIdent>> {
-        self.list_tabulars(ctx, prefix, namespace, TabularKind::View, page).await
-    }
-
-    pub async fn drop_view(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
-        let view = Self::view_ident(namespace, name)?;
-        let (warehouse, allowed) =
-            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Drop).await?;
-        // The view decided about (by id) is the one dropped, and no other.
-        let (namespace, name) = (&view.namespace, view.name.as_str());
-        let decided = &mut [(Privilege::Drop, allowed)];
-        let head = self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::View, decided).await?;
-        // No credentials are vended for views: nothing to keep their locations for.
-        let lease = 0;
-        self.store()
-            .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, lease, Some(&head.id))
-            .await?
-            .ok_or_else(|| CatalogError::no_such_view(&view))?;
-        // Grants follow objects: a view made anew under this name is another one.
-        ctx.access_changed();
-        Ok(())
-    }
-
-    pub async fn register_view(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-        metadata_location: &str,
-    ) -> Result<ViewResult> {
-        let view = Self::view_ident(namespace, name)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
-        let root = warehouse.storage_root.as_str();
-        location_inside(root, metadata_location)?;
-        self.check_placement(ctx, &warehouse, &view.namespace, &[metadata_location.to_owned()]).await?;
-        // As for tables: read in the caller's turn, walked, room taken, then parsed.
-        let turn = self.room_turn(ctx).await;
-        let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
-        let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
-        let text: std::sync::Arc<str> =
-            String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?.into();
-        let cost = self.document_cost_of(&format!("metadata file {metadata_location}"), text.clone()).await?;
-        let _room = self.reserve_room_in(turn, crate::commit::held_by(text.len(), cost.build_bytes(), 0, 0)).await?;
-        let metadata = parse_view(&text, metadata_location)?;
-        let location = location_inside(root, metadata.location())?;
-        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
-        // The metadata file must be the view's own, inside its location.
-        if !metadata_location.strip_prefix(location.as_str()).is_some_and(|rest| rest.starts_with('/')) {
-            return Err(CatalogError::bad_request(format!(
-                "metadata file {metadata_location} must lie inside the view's location {location}"
-            )));
-        }
-        let document =
-            ViewResult { metadata_location: metadata_location.to_owned(), metadata_json: to_json(&metadata)? };
-        self.insert_view(ctx, &warehouse, &view, &location, document, false).await
-    }
-
-    /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer
-    /// (the commit engine shared with tables); re-applies on a lost race while the
-    /// requirements still hold.
-    pub async fn replace_view(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        view: TableIdent,
-        requirements: Vec<ViewRequirement>,
-        updates: Vec<Pending<ViewUpdate>>,
-    ) -> Result<ViewResult> {
-        self.check_update_count(requirements.len(), updates.len())?;
-        let (warehouse, _) =
-            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Write).await?;
-        let change = ViewChange { view, requirements, updates };
-        let mut results = self.run_commit(ctx, warehouse, ViewCommit, vec![change]).await?;
-        Ok(results.remove(0))
     }
 }
 
@@ -298,7 +176,7 @@ pub(crate) struct ViewCommit;
 /// A staged view commit's answer, and its room in the commit budget, held until it is answered.
 pub(crate) struct ViewStaged {
     result: ViewResult,
-    _reserved: crate::commit::Reserved,
+    _reserved: crate::commit_budget::Reserved,
 }
 
 impl MetadataKind for ViewCommit {
@@ -329,7 +207,7 @@ impl MetadataKind for ViewCommit {
             let document = catalog.document_cost_of("the view's stored metadata", stored).await?;
             let (request_bytes, cost) = crate::schema_cost::total_cost(updates, limits)?;
             let parse = (row.metadata.len() as u64).saturating_add(document.build_bytes());
-            let held = crate::commit::held_by(row.metadata.len(), parse, request_bytes, cost.build_bytes());
+            let held = crate::commit_budget::held_by(row.metadata.len(), parse, request_bytes, cost.build_bytes());
             let reserved = catalog.reserve_room(ctx, held).await?;
             let base = parse_view(&row.metadata, "in the store")?;
             for requirement in requirements {
@@ -383,5 +261,137 @@ impl MetadataKind for ViewCommit {
         CatalogError::CommitFailed(format!(
             "gave up after {MAX_COMMIT_ATTEMPTS} attempts: the view is being changed concurrently; retry"
         ))
+    }
+}
+
+impl Views<'_> {
+    pub async fn create(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
+        request: CreateView,
+    ) -> Result<ViewResult> {
+        let view = TableIdent::view(namespace.clone(), &request.name)?;
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
+        if !self.store().namespace_exists(&warehouse.id, &view.namespace).await? {
+            return Err(CatalogError::no_such_namespace(&view.namespace));
+        }
+        let location = match &request.location {
+            Some(location) => location_inside(warehouse.storage_root.as_str(), location)?,
+            None => Catalog::default_location_of(&warehouse, &view.namespace, &view.name, "view")?,
+        };
+        // Authorized: the schema is walked against the limits, room for what it builds is
+        // taken in the commit budget, and only then is it built.
+        let limits = self.schema_limits();
+        let cost = request.schema.cost(limits)?;
+        let property_bytes: usize = request.properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+        let request_bytes = request.schema.json_bytes() + property_bytes;
+        let _room =
+            self.reserve_room(ctx, crate::commit_budget::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let schema = request.schema.into_built(limits)?;
+        let metadata = ViewMetadataBuilder::new(
+            location.clone(),
+            schema,
+            request.view_version,
+            ViewFormatVersion::V1,
+            request.properties,
+        )?
+        .build()?
+        .metadata;
+        let metadata_json = to_json(&metadata)?;
+        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
+        let metadata_location = view_file_location(&metadata, None);
+        let document = ViewResult { metadata_location, metadata_json };
+        self.insert_view(ctx, &warehouse, &view, &location, document, true).await
+    }
+
+    pub async fn load(&self, ctx: &RequestContext, prefix: &WarehouseId, view: &TableIdent) -> Result<ViewResult> {
+        self.view_with(ctx, prefix, view, Privilege::Read).await
+    }
+
+    pub async fn exists(&self, ctx: &RequestContext, prefix: &WarehouseId, view: &TableIdent) -> Result<()> {
+        self.view_with(ctx, prefix, view, Privilege::Describe).await.map(|_| ())
+    }
+
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
+        page: (Option<&str>, Option<i64>),
+    ) -> Result<Listing<TableIdent>> {
+        self.list_tabulars(ctx, prefix, namespace, TabularKind::View, page).await
+    }
+
+    pub async fn drop(&self, ctx: &RequestContext, prefix: &WarehouseId, view: &TableIdent) -> Result<()> {
+        let (warehouse, allowed) =
+            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Drop).await?;
+        // The view decided about (by id) is the one dropped, and no other.
+        let (namespace, name) = (&view.namespace, view.name.as_str());
+        let decided = &mut [(Privilege::Drop, allowed)];
+        let head = self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::View, decided).await?;
+        // No credentials are vended for views: nothing to keep their locations for.
+        let lease = 0;
+        self.store()
+            .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, lease, Some(&head.id))
+            .await?
+            .ok_or_else(|| CatalogError::no_such_view(view))?;
+        // Grants follow objects: a view made anew under this name is another one.
+        ctx.access_changed();
+        Ok(())
+    }
+
+    pub async fn register(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        view: &TableIdent,
+        metadata_location: &str,
+    ) -> Result<ViewResult> {
+        let (warehouse, _) = self.namespace_with(ctx, prefix, &view.namespace, Privilege::Create).await?;
+        let root = warehouse.storage_root.as_str();
+        location_inside(root, metadata_location)?;
+        self.check_placement(ctx, &warehouse, &view.namespace, &[metadata_location.to_owned()]).await?;
+        // As for tables: read in the caller's turn, walked, room taken, then parsed.
+        let turn = self.room_turn(ctx).await;
+        let bytes = self.files().read(&warehouse, metadata_location, self.max_metadata_bytes()).await?;
+        let bytes = crate::tables::metadata_file_json(metadata_location, bytes, self.max_metadata_bytes())?;
+        let text: std::sync::Arc<str> =
+            String::from_utf8(bytes).map_err(|_| CatalogError::bad_request("view metadata is not UTF-8 JSON"))?.into();
+        let cost = self.document_cost_of(&format!("metadata file {metadata_location}"), text.clone()).await?;
+        let _room =
+            self.reserve_room_in(turn, crate::commit_budget::held_by(text.len(), cost.build_bytes(), 0, 0)).await?;
+        let metadata = parse_view(&text, metadata_location)?;
+        let location = location_inside(root, metadata.location())?;
+        self.check_placement(ctx, &warehouse, &view.namespace, std::slice::from_ref(&location)).await?;
+        // The metadata file must be the view's own, inside its location.
+        if !metadata_location.strip_prefix(location.as_str()).is_some_and(|rest| rest.starts_with('/')) {
+            return Err(CatalogError::bad_request(format!(
+                "metadata file {metadata_location} must lie inside the view's location {location}"
+            )));
+        }
+        let document =
+            ViewResult { metadata_location: metadata_location.to_owned(), metadata_json: to_json(&metadata)? };
+        self.insert_view(ctx, &warehouse, view, &location, document, false).await
+    }
+
+    /// replaceView: checks requirements, applies updates, writes the file, swaps the pointer
+    /// (the commit engine shared with tables); re-applies on a lost race while the
+    /// requirements still hold.
+    pub async fn replace(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        view: TableIdent,
+        requirements: Vec<ViewRequirement>,
+        updates: Vec<Pending<ViewUpdate>>,
+    ) -> Result<ViewResult> {
+        self.check_update_count(requirements.len(), updates.len())?;
+        let (warehouse, _) =
+            self.tabular_with(ctx, prefix, (&view.namespace, &view.name), TabularKind::View, Privilege::Write).await?;
+        let change = ViewChange { view, requirements, updates };
+        let mut results = self.run_commit(ctx, warehouse, ViewCommit, vec![change]).await?;
+        Ok(results.remove(0))
     }
 }

@@ -38,7 +38,7 @@ pub struct ObjectStoreIo {
     local: Arc<LocalFileSystem>,
     cipher: SecretCipher,
     /// S3 clients by (warehouse id, profile version).
-    s3: Mutex<HashMap<(String, i64), S3Cell>>,
+    s3: Mutex<HashMap<(icegate_catalog::WarehouseId, i64), S3Cell>>,
     vending: vending::Vending,
     /// Sync local files (and their directory entries) before a write returns.
     local_sync: bool,
@@ -225,7 +225,7 @@ mod tests {
 
     fn warehouse(root: &str) -> Warehouse {
         Warehouse {
-            id: "w".into(),
+            id: icegate_catalog::WarehouseId::new("w"),
             name: WarehouseName::parse("w").unwrap(),
             storage_root: StorageRoot::parse(root).unwrap(),
             storage_profile: StorageProfile::File,

@@ -84,7 +84,7 @@ pub(crate) struct Minted {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct CacheKey {
-    warehouse_id: String,
+    warehouse_id: icegate_catalog::WarehouseId,
     profile_version: i64,
     access: AccessLevel,
     locations: TableLocations,
@@ -429,7 +429,7 @@ mod tests {
 
     fn key(location: &str) -> CacheKey {
         CacheKey {
-            warehouse_id: "w".into(),
+            warehouse_id: icegate_catalog::WarehouseId::new("w"),
             profile_version: 1,
             access: AccessLevel::Read,
             locations: TableLocations::new([location.to_owned()]),

@@ -5,6 +5,7 @@
 
 use async_trait::async_trait;
 use icegate_catalog::idempotency::{Finalized, IdempotencyKey, IdempotencyRecord, IdempotencyScope, WriteContext};
+use icegate_catalog::ids::{PrincipalId, TabularId, WarehouseId};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::prelude::*;
 use icegate_catalog::store::{
@@ -26,7 +27,12 @@ pub trait Faults: Send + Sync + 'static {
     }
 
     /// A create, given the real store to make it on.
-    async fn create_tabular(&self, store: &SqlStore, write: &WriteContext, tabular: &NewTabular<'_>) -> Result<String> {
+    async fn create_tabular(
+        &self,
+        store: &SqlStore,
+        write: &WriteContext,
+        tabular: &NewTabular<'_>,
+    ) -> Result<TabularId> {
         store.create_tabular(write, tabular).await
     }
 
@@ -92,7 +98,7 @@ impl<F: Faults> WarehouseStore for FaultStore<F> {
         self.faults.before("ensure_warehouse").await?;
         self.inner.ensure_warehouse(x, n, r).await
     }
-    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>> {
+    async fn list_warehouses(&self, visible_to: Option<&PrincipalId>) -> Result<Vec<Warehouse>> {
         self.faults.before("list_warehouses").await?;
         self.inner.list_warehouses(visible_to).await
     }
@@ -100,7 +106,7 @@ impl<F: Faults> WarehouseStore for FaultStore<F> {
         self.faults.before("warehouse_by_name").await?;
         self.inner.warehouse_by_name(n).await
     }
-    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>> {
+    async fn warehouse_by_id(&self, id: &WarehouseId) -> Result<Option<Warehouse>> {
         self.faults.before("warehouse_by_id").await?;
         self.inner.warehouse_by_id(id).await
     }
@@ -112,36 +118,42 @@ impl<F: Faults> WarehouseStore for FaultStore<F> {
 
 #[async_trait]
 impl<F: Faults> NamespaceStore for FaultStore<F> {
-    async fn create_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent, p: &Properties) -> Result<()> {
+    async fn create_namespace(
+        &self,
+        x: &WriteContext,
+        w: &WarehouseId,
+        ns: &NamespaceIdent,
+        p: &Properties,
+    ) -> Result<()> {
         self.faults.before("create_namespace").await?;
         self.inner.create_namespace(x, w, ns, p).await
     }
     async fn list_namespaces(
         &self,
-        w: &str,
+        w: &WarehouseId,
         parent: Option<&NamespaceIdent>,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<NamespaceIdent>> {
         self.faults.before("list_namespaces").await?;
         self.inner.list_namespaces(w, parent, page, visible_to).await
     }
-    async fn load_namespace(&self, w: &str, ns: &NamespaceIdent) -> Result<Option<Properties>> {
+    async fn load_namespace(&self, w: &WarehouseId, ns: &NamespaceIdent) -> Result<Option<Properties>> {
         self.faults.before("load_namespace").await?;
         self.inner.load_namespace(w, ns).await
     }
-    async fn namespace_exists(&self, w: &str, ns: &NamespaceIdent) -> Result<bool> {
+    async fn namespace_exists(&self, w: &WarehouseId, ns: &NamespaceIdent) -> Result<bool> {
         self.faults.before("namespace_exists").await?;
         self.inner.namespace_exists(w, ns).await
     }
-    async fn drop_namespace(&self, x: &WriteContext, w: &str, ns: &NamespaceIdent) -> Result<()> {
+    async fn drop_namespace(&self, x: &WriteContext, w: &WarehouseId, ns: &NamespaceIdent) -> Result<()> {
         self.faults.before("drop_namespace").await?;
         self.inner.drop_namespace(x, w, ns).await
     }
     async fn update_namespace_properties(
         &self,
         x: &WriteContext,
-        w: &str,
+        w: &WarehouseId,
         ns: &NamespaceIdent,
         updates: &Properties,
         removals: &[String],
@@ -179,17 +191,23 @@ impl<F: Faults> IdempotencyStore for FaultStore<F> {
 
 #[async_trait]
 impl<F: Faults> TabularStore for FaultStore<F> {
-    async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
+    async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<TabularId> {
         self.faults.before("create_tabular").await?;
         self.faults.create_tabular(&self.inner, x, t).await
     }
-    async fn load_tabular(&self, w: &str, ns: &NamespaceIdent, n: &str, k: TabularKind) -> Result<Option<Tabular>> {
+    async fn load_tabular(
+        &self,
+        w: &WarehouseId,
+        ns: &NamespaceIdent,
+        n: &str,
+        k: TabularKind,
+    ) -> Result<Option<Tabular>> {
         self.faults.before("load_tabular").await?;
         self.inner.load_tabular(w, ns, n, k).await
     }
     async fn load_tabular_head(
         &self,
-        w: &str,
+        w: &WarehouseId,
         ns: &NamespaceIdent,
         n: &str,
         k: TabularKind,
@@ -204,30 +222,30 @@ impl<F: Faults> TabularStore for FaultStore<F> {
     async fn drop_tabular(
         &self,
         x: &WriteContext,
-        w: &str,
+        w: &WarehouseId,
         t: (&NamespaceIdent, &str),
         k: TabularKind,
         lease_until_ms: i64,
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>> {
         self.faults.before("drop_tabular").await?;
         self.inner.drop_tabular(x, w, t, k, lease_until_ms, expected_id).await
     }
-    async fn metadata_location_of(&self, id: &str) -> Result<Option<String>> {
+    async fn metadata_location_of(&self, id: &TabularId) -> Result<Option<String>> {
         self.faults.before("metadata_location_of").await?;
         self.inner.metadata_location_of(id).await
     }
-    async fn recorded_locations(&self, id: &str) -> Result<Vec<String>> {
+    async fn recorded_locations(&self, id: &TabularId) -> Result<Vec<String>> {
         self.faults.before("recorded_locations").await?;
         self.inner.recorded_locations(id).await
     }
     async fn check_locations_free(
         &self,
         x: &WriteContext,
-        w: &str,
+        w: &WarehouseId,
         t: (&NamespaceIdent, &str),
         locations: &[String],
-        exclude_id: Option<&str>,
+        exclude_id: Option<&TabularId>,
     ) -> Result<()> {
         self.faults.before("check_locations_free").await?;
         self.inner.check_locations_free(x, w, t, locations, exclude_id).await
@@ -235,7 +253,7 @@ impl<F: Faults> TabularStore for FaultStore<F> {
     async fn reserve_locations(
         &self,
         x: &WriteContext,
-        w: &str,
+        w: &WarehouseId,
         ns: &NamespaceIdent,
         n: &str,
         locations: &[String],
@@ -247,22 +265,22 @@ impl<F: Faults> TabularStore for FaultStore<F> {
     async fn rename_tabular(
         &self,
         x: &WriteContext,
-        w: &str,
+        w: &WarehouseId,
         k: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<()> {
         self.faults.before("rename_tabular").await?;
         self.inner.rename_tabular(x, w, k, from, to, expected_id).await
     }
     async fn list_tabulars(
         &self,
-        w: &str,
+        w: &WarehouseId,
         ns: &NamespaceIdent,
         k: TabularKind,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<String>> {
         self.faults.before("list_tabulars").await?;
         self.inner.list_tabulars(w, ns, k, page, visible_to).await

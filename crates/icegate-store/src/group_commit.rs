@@ -10,7 +10,8 @@
 //! backend's work, on cores it may share with the catalog (docs/benchmarks.md, "Fifth pass").
 //!
 //! A committer task takes every swap queued while the previous group committed and runs each
-//! one's compare-and-swap (`tabulars::SWAP_SQL`) in one transaction; each swap still applies
+//! one's compare-and-swap (`tabulars::swap`, the one definition of a swap's statements) in one
+//! transaction; each swap still applies
 //! only against its own expected metadata location, so a group is exactly as if its swaps ran
 //! one after another (two of the same table: the second conflicts and its commit is staged again
 //! on the first, as with any lost race). A group's swaps are independent commits: none waits
@@ -23,7 +24,8 @@
 //!   around such hand-offs at about 20%). The committer takes the same turn among this
 //!   process's writers as any write transaction ([`SqlStore::write_turn`]).
 //! - PostgreSQL: the store's URL (one connection more than the pool's), where the group is one
-//!   statement, `icegate_swap_metadata` (migrations/postgres): one round trip and one implicit
+//!   statement, a function generated from the swap's statements (`tabulars::swap::POSTGRES_GROUP`,
+//!   installed by the migrations): one round trip and one implicit
 //!   transaction, where `BEGIN`, an `UPDATE` per swap and `COMMIT` took two more round trips
 //!   than it has swaps. The connection is checked before use when it idled; its statements are
 //!   cancelled by the server past 20 s; it is left alone for 10 s when it does not open or
@@ -77,7 +79,8 @@ use icegate_catalog::store::{MetadataSwap, SwapOutcome};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::tabulars::{SWAP_SQL, bind_swap, lock_order, swap_values};
+use crate::tabulars::lock_order;
+use crate::tabulars::swap::{self, POSTGRES_GROUP};
 use crate::{Backend, SqlStore, db_error, is_violation, refused_by_postgres, store_unavailable, swap_error};
 
 /// At most this many swaps share a transaction.
@@ -240,7 +243,7 @@ async fn committer(
         }
         let swaps = Arc::new(swaps);
         let own = match writer.as_mut() {
-            Some(writer) => writer.commit(swaps.clone()).await,
+            Some(writer) => writer.commit(swaps.clone(), store.now_ms()).await,
             None => None,
         };
         let outcomes = match own {
@@ -303,10 +306,13 @@ fn document_bytes(swap: &MetadataSwap) -> usize {
     swap.metadata_gzip.as_ref().map_or(swap.metadata.len(), |gzip| gzip.len())
 }
 
-/// One swap in a transaction of its own (a single autocommit statement).
-async fn swap_alone(store: &SqlStore, swap: &MetadataSwap) -> Result<SwapOutcome, CatalogError> {
-    let done = bind_swap(swap, store.now_ms()).execute(&store.pool).await.map_err(swap_error)?;
-    Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })
+/// One swap in a transaction of its own (it may wait for its row). Only its `COMMIT` can apply
+/// it: a failure before leaves nothing behind.
+async fn swap_alone(store: &SqlStore, one: &MetadataSwap) -> Result<SwapOutcome, CatalogError> {
+    let mut tx = store.pool.begin().await.map_err(db_error)?;
+    let applied = swap::apply(&mut tx, one, store.now_ms()).await.map_err(db_error)?;
+    tx.commit().await.map_err(swap_error)?;
+    Ok(if applied { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })
 }
 
 /// The committer's own connection, opened on first use.
@@ -321,12 +327,12 @@ type Outcomes = Vec<Option<SwapOutcome>>;
 impl Writer {
     /// Runs the group's swaps on the committer's own connection. `None` when the connection
     /// does not open (or cannot serve): the group is the pool's to run.
-    async fn commit(&mut self, swaps: Arc<Vec<MetadataSwap>>) -> Option<Result<Outcomes, Failed>> {
+    async fn commit(&mut self, swaps: Arc<Vec<MetadataSwap>>, now: i64) -> Option<Result<Outcomes, Failed>> {
         match self {
-            Self::Sqlite { file, connection } => commit_sqlite(file, connection, swaps)
+            Self::Sqlite { file, connection } => commit_sqlite(file, connection, swaps, now)
                 .await
                 .map(|outcomes| outcomes.map(|outcomes| outcomes.into_iter().map(Some).collect())),
-            Self::Postgres(writer) => writer.commit(&swaps).await,
+            Self::Postgres(writer) => writer.commit(&swaps, now).await,
         }
     }
 }
@@ -336,6 +342,7 @@ async fn commit_sqlite(
     file: &Path,
     slot: &mut Option<Connection>,
     swaps: Arc<Vec<MetadataSwap>>,
+    now: i64,
 ) -> Option<Result<Vec<SwapOutcome>, Failed>> {
     let (file, connection) = (file.to_owned(), slot.take());
     let ran = tokio::task::spawn_blocking(move || {
@@ -343,12 +350,7 @@ async fn commit_sqlite(
             Some(connection) => connection,
             None => open(&file)?,
         };
-        // On the committer's own thread, without the store: the system clock stamps the rows.
-        let outcomes = run_group(
-            &mut connection,
-            &swaps,
-            icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock),
-        );
+        let outcomes = run_group(&mut connection, &swaps, now);
         Ok::<_, rusqlite::Error>((connection, outcomes))
     })
     .await;
@@ -426,35 +428,17 @@ impl PgWriter {
         }
     }
 
-    /// The group in one statement: `icegate_swap_metadata` (migrations/postgres) fences itself
+    /// The group in one statement: the generated group function (`swap::POSTGRES_GROUP`) fences itself
     /// with a new token, locks the rows of the group that no other transaction holds, by id,
     /// never waiting, and swaps those in the order given ([`lock_order`]); a swap whose row was
     /// held is answered `None`, to run alone.
-    async fn commit(&mut self, swaps: &[MetadataSwap]) -> Option<Result<Outcomes, Failed>> {
+    async fn commit(&mut self, swaps: &[MetadataSwap], now: i64) -> Option<Result<Outcomes, Failed>> {
         let mut connection = self.connection().await?;
         let token = uuid::Uuid::new_v4().to_string();
         let order = lock_order(swaps.iter());
-        let column = |value: for<'a> fn(&'a MetadataSwap) -> &'a str| {
-            order.iter().map(|&i| value(&swaps[i])).collect::<Vec<_>>()
-        };
-        let namespaces: Vec<String> = order.iter().map(|&i| swaps[i].namespace.encoded()).collect();
-        let gzips: Vec<Option<&[u8]>> = order.iter().map(|&i| swaps[i].metadata_gzip.as_deref()).collect();
-        let statement = sqlx::query_scalar::<_, Vec<i16>>(
-            "SELECT icegate_swap_metadata($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(&token)
-        .bind(column(|s| &s.id))
-        .bind(column(|s| &s.expected_metadata_location))
-        .bind(column(|s| &s.name))
-        .bind(column(|s| &s.warehouse_id))
-        .bind(namespaces)
-        .bind(column(|s| &s.metadata_location))
-        // A document stored compressed leaves the text column empty (as `swap_values`).
-        .bind(column(|s| if s.metadata_gzip.is_some() { "" } else { &s.metadata }))
-        .bind(gzips)
-        .bind(column(|s| &s.location))
-        .bind(icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock))
-        .fetch_one(&mut connection);
+        let ordered: Vec<&MetadataSwap> = order.iter().map(|&i| &swaps[i]).collect();
+        let namespaces: Vec<String> = ordered.iter().map(|swap| swap.namespace.encoded()).collect();
+        let statement = POSTGRES_GROUP.call(&token, &ordered, &namespaces, now).fetch_one(&mut connection);
         let answered = match tokio::time::timeout(POSTGRES_GIVE_UP, statement).await {
             Ok(Ok(codes)) => codes,
             // The function is missing (a database not migrated to this version): nothing ran,
@@ -562,12 +546,9 @@ fn open(file: &Path) -> rusqlite::Result<Connection> {
 fn run_group(connection: &mut Connection, swaps: &[MetadataSwap], now: i64) -> rusqlite::Result<Vec<SwapOutcome>> {
     let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut outcomes = Vec::with_capacity(swaps.len());
-    {
-        let mut statement = tx.prepare_cached(SWAP_SQL)?;
-        for swap in swaps {
-            let changed = statement.execute(swap_values(swap, now))?;
-            outcomes.push(if changed == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
-        }
+    for one in swaps {
+        let applied = swap::apply_sqlite(&tx, one, now)?;
+        outcomes.push(if applied { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
     }
     tx.commit()?;
     Ok(outcomes)
@@ -597,10 +578,9 @@ async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<Sw
     let now = store.now_ms();
     let mut outcomes = vec![SwapOutcome::Applied; swaps.len()];
     for index in lock_order(swaps.iter()) {
-        let done = bind_swap(&swaps[index], now).execute(&mut *tx).await;
         // Dropping the transaction rolls it back (before the connection is used again).
-        let done = done.map_err(|err| Failed::from_sqlx(err, false))?;
-        if done.rows_affected() != 1 {
+        let applied = swap::apply(&mut tx, &swaps[index], now).await.map_err(|err| Failed::from_sqlx(err, false))?;
+        if !applied {
             outcomes[index] = SwapOutcome::Conflict(0);
         }
     }

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use icegate_catalog::NamespaceIdent;
 use icegate_catalog::store::{TabularHead, TabularKind};
+use icegate_catalog::{NamespaceIdent, TabularId};
 
 /// Heads kept at most; beyond it the map starts over (a catalog with more tables than this
 /// keeps the recently loaded ones). An entry, with its key and the id index, takes several
@@ -29,7 +29,7 @@ struct State {
     /// Counts the writes that ended; a reader compares it before and after its read.
     generation: u64,
     by_name: HashMap<String, TabularHead>,
-    names_by_id: HashMap<String, String>,
+    names_by_id: HashMap<TabularId, String>,
 }
 
 /// The key of a table or view: warehouse, encoded namespace, name and kind, joined by NUL

@@ -36,6 +36,8 @@ pub use database::{Backend, Database};
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("../../migrations/sqlite");
+/// Serialises installing the group commit function (`SqlStore::migrate`).
+const GROUP_FUNCTION_LOCK: i64 = 7_598_805_577_148_362_614;
 
 /// How to reach the database.
 #[derive(Debug, Clone)]
@@ -184,9 +186,6 @@ impl SqlStore {
         self.backend
     }
 
-    /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock while it migrates,
-    /// so replicas starting together apply each migration exactly once; on SQLite the database
-    /// file's write lock serialises them.
     /// The same store on another clock (tests: hold periods and expiries without waiting).
     #[must_use]
     pub fn with_clock(mut self, clock: icegate_catalog::clock::SharedClock) -> Self {
@@ -223,12 +222,39 @@ impl SqlStore {
         anyhow::bail!("cannot connect to {}: {cause}", database.describe())
     }
 
+    /// Applies pending migrations. On PostgreSQL sqlx holds an advisory lock while it migrates,
+    /// so replicas starting together apply each migration exactly once; on SQLite the database
+    /// file's write lock serialises them.
+    /// On PostgreSQL it then installs the group commit's function, generated from the swap's
+    /// statements (`tabulars::swap`), under a name of its own definition (servers of this
+    /// version find it, those of others find theirs) and with its search path pinned to the
+    /// tables' schema.
     pub async fn migrate(&self) -> anyhow::Result<()> {
         let migrator = match self.backend {
             Backend::Postgres => &POSTGRES_MIGRATIONS,
             Backend::Sqlite => &SQLITE_MIGRATIONS,
         };
         migrator.run(&self.pool).await.context("running database migrations")?;
+        if self.backend == Backend::Postgres {
+            let group = &*tabulars::swap::POSTGRES_GROUP;
+            let mut tx = self.pool.begin().await.context("installing the group commit function")?;
+            // Replicas starting together would otherwise replace it at once (and one fail).
+            sqlx::query(sqlx::AssertSqlSafe(format!("SELECT pg_advisory_xact_lock({GROUP_FUNCTION_LOCK})")))
+                .execute(&mut *tx)
+                .await
+                .context("installing the group commit function")?;
+            // Pinned to the schema the migrations made the tables in (see `GroupFunction`).
+            let schema: String =
+                sqlx::query_scalar("SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = 'tabulars'::regclass")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .context("finding the schema of the catalog's tables")?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(group.create_in(&schema)))
+                .execute(&mut *tx)
+                .await
+                .context("installing the group commit function")?;
+            tx.commit().await.context("installing the group commit function")?;
+        }
         Ok(())
     }
 

@@ -85,6 +85,7 @@ pub(crate) async fn check_overlap(
     warehouse_id: &str,
     location: &str,
     own: Own<'_>,
+    now: i64,
 ) -> Result<(), CatalogError> {
     // The location itself and every ancestor directory: a row there contains `location`.
     let mut candidates = vec![location.to_owned()];
@@ -125,7 +126,7 @@ pub(crate) async fn check_overlap(
         .bind(warehouse_id)
         .bind(own.tabular_id.unwrap_or(""))
         .bind(location)
-        .bind(icegate_catalog::clock::Clock::now_ms(&icegate_catalog::clock::SystemClock))
+        .bind(now)
         .bind(reserved_namespace)
         .bind(reserved_name)
         .bind(reserved_by)

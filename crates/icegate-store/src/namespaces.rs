@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::ids::{PrincipalId, WarehouseId};
 use icegate_catalog::store::{NamespaceStore, Page, PageRequest, PropertiesChange};
 use icegate_catalog::{CatalogError, NamespaceIdent, Properties};
 use sqlx::error::ErrorKind;
@@ -47,22 +48,12 @@ async fn upsert_properties(
     Ok(())
 }
 
-/// Keeps only namespaces (`n`) the principal ($4, at time $5) holds a grant on or inside;
-/// $6/$7 are the separator and the byte after it, bounding the names strictly below `n`.
-const VISIBLE_NAMESPACE: &str = " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-     WHERE m.principal_id = $4 AND (g.expires_at IS NULL OR g.expires_at > $5) AND g.warehouse_id = n.warehouse_id \
-     AND ((g.securable_type = 'namespace' AND g.namespace_id IN (SELECT d.id FROM namespaces d \
-             WHERE d.warehouse_id = n.warehouse_id AND (d.id = n.id OR (d.name >= n.name || $6 AND d.name < n.name || $7)))) \
-       OR (g.securable_type IN ('table', 'view') AND g.tabular_id IN (SELECT t.id FROM tabulars t \
-             JOIN namespaces d ON d.id = t.namespace_id \
-             WHERE d.warehouse_id = n.warehouse_id AND (d.id = n.id OR (d.name >= n.name || $6 AND d.name < n.name || $7))))))";
-
 #[async_trait]
 impl NamespaceStore for SqlStore {
     async fn create_namespace(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         properties: &Properties,
     ) -> Result<(), CatalogError> {
@@ -81,6 +72,7 @@ impl NamespaceStore for SqlStore {
             warehouse_id,
             &dir,
             crate::locations::Own { holders_only: true, ..Default::default() },
+            self.now_ms(),
         )
         .await
         .map_err(|_| {
@@ -103,7 +95,7 @@ impl NamespaceStore for SqlStore {
              VALUES ($1, $2, $3, $4, $5, $5)",
         )
         .bind(&id)
-        .bind(warehouse_id)
+        .bind(warehouse_id.as_str())
         .bind(parent_id)
         .bind(namespace.encoded())
         .bind(now)
@@ -131,10 +123,10 @@ impl NamespaceStore for SqlStore {
 
     async fn list_namespaces(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         parent: Option<&NamespaceIdent>,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<NamespaceIdent>, CatalogError> {
         let fetch = fetch_count(page);
         let after = page.after.clone().unwrap_or_default();
@@ -145,15 +137,17 @@ impl NamespaceStore for SqlStore {
                     .await?
                     .ok_or_else(|| CatalogError::no_such_namespace(parent))?,
             ),
-            None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.to_owned()),
+            None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.as_str().to_owned()),
         };
-        let visible = if visible_to.is_some() { VISIBLE_NAMESPACE } else { "" };
+        // Only namespaces the principal holds something on or inside (`access::visible`).
+        let visible =
+            if visible_to.is_some() { format!(" AND {}", *crate::access::visible::NAMESPACE) } else { String::new() };
         // Assembled from constant fragments only; every value is a bind parameter.
         let sql =
             format!("SELECT n.name FROM namespaces n WHERE {scope} AND n.name > $2{visible} ORDER BY n.name LIMIT $3");
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(scope_value).bind(after).bind(fetch);
         if let Some(principal) = visible_to {
-            query = query.bind(principal).bind(self.now_ms()).bind("\u{1f}").bind("\u{20}");
+            query = query.bind(principal.as_str()).bind(self.now_ms()).bind("\u{1f}").bind("\u{20}");
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
         let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;
@@ -168,7 +162,7 @@ impl NamespaceStore for SqlStore {
 
     async fn load_namespace(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
     ) -> Result<Option<Properties>, CatalogError> {
         // One round trip: the namespace row, joined with its properties if it has any.
@@ -177,7 +171,7 @@ impl NamespaceStore for SqlStore {
              LEFT JOIN namespace_properties p ON p.namespace_id = n.id \
              WHERE n.warehouse_id = $1 AND n.name = $2",
         )
-        .bind(warehouse_id)
+        .bind(warehouse_id.as_str())
         .bind(namespace.encoded())
         .fetch_all(&self.pool)
         .await
@@ -196,14 +190,18 @@ impl NamespaceStore for SqlStore {
         Ok(Some(properties))
     }
 
-    async fn namespace_exists(&self, warehouse_id: &str, namespace: &NamespaceIdent) -> Result<bool, CatalogError> {
+    async fn namespace_exists(
+        &self,
+        warehouse_id: &WarehouseId,
+        namespace: &NamespaceIdent,
+    ) -> Result<bool, CatalogError> {
         Ok(id_of(&self.pool, warehouse_id, namespace).await?.is_some())
     }
 
     async fn drop_namespace(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
     ) -> Result<(), CatalogError> {
         // The foreign keys of child namespaces, tables and views refuse the delete while anything
@@ -223,20 +221,20 @@ impl NamespaceStore for SqlStore {
              SELECT warehouse_id, location, 'staged:' || namespace_id, expires_at FROM location_reservations \
              WHERE expires_at > $3 AND {in_namespace}"
         )))
-        .bind(warehouse_id)
+        .bind(warehouse_id.as_str())
         .bind(namespace.encoded())
         .bind(self.now_ms())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
         sqlx::query(AssertSqlSafe(format!("DELETE FROM location_reservations WHERE {in_namespace}")))
-            .bind(warehouse_id)
+            .bind(warehouse_id.as_str())
             .bind(namespace.encoded())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
         let result = sqlx::query("DELETE FROM namespaces WHERE warehouse_id = $1 AND name = $2")
-            .bind(warehouse_id)
+            .bind(warehouse_id.as_str())
             .bind(namespace.encoded())
             .execute(&mut *tx)
             .await;
@@ -253,7 +251,7 @@ impl NamespaceStore for SqlStore {
     async fn update_namespace_properties(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         updates: &Properties,
         removals: &[String],

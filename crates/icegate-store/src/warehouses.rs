@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::ids::{PrincipalId, WarehouseId};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::{Warehouse, WarehouseStore};
 use icegate_catalog::{CatalogError, StorageRoot, WarehouseName};
@@ -37,7 +38,7 @@ fn from_row(row: &AnyRow) -> Result<Warehouse, CatalogError> {
     let row = WarehouseRow::from_row(row).map_err(db_error)?;
     let corrupt = |e: CatalogError| CatalogError::Internal(anyhow::anyhow!("invalid warehouse row: {e}"));
     Ok(Warehouse {
-        id: row.id,
+        id: WarehouseId::new(row.id),
         name: WarehouseName::parse(&row.name).map_err(corrupt)?,
         storage_root: StorageRoot::parse(&row.storage_root).map_err(corrupt)?,
         storage_profile: serde_json::from_str(&row.storage_profile)
@@ -138,7 +139,7 @@ impl WarehouseStore for SqlStore {
         })?;
         self.commit_write(tx, write).await?;
         Ok(Warehouse {
-            id,
+            id: WarehouseId::new(id),
             name: name.clone(),
             storage_root: root.clone(),
             storage_profile: profile.clone(),
@@ -199,20 +200,17 @@ impl WarehouseStore for SqlStore {
         self.warehouse_by_name(name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
     }
 
-    async fn list_warehouses(&self, visible_to: Option<&str>) -> Result<Vec<Warehouse>, CatalogError> {
+    async fn list_warehouses(&self, visible_to: Option<&PrincipalId>) -> Result<Vec<Warehouse>, CatalogError> {
         let rows = match visible_to {
             None => sqlx::query(select_warehouses!(" ORDER BY name")).fetch_all(&self.pool).await,
             // Only warehouses the principal holds something in (a grant on the warehouse or below).
             Some(principal) => {
-                sqlx::query(select_warehouses!(
-                    " WHERE EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-                  WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) \
-                  AND g.warehouse_id = warehouses.id) ORDER BY name"
-                ))
-                .bind(principal)
-                .bind(self.now_ms())
-                .fetch_all(&self.pool)
-                .await
+                let visible = &*crate::access::visible::WAREHOUSE;
+                sqlx::query(sqlx::AssertSqlSafe(format!("{} WHERE {visible} ORDER BY name", select_warehouses!(""))))
+                    .bind(principal.as_str())
+                    .bind(self.now_ms())
+                    .fetch_all(&self.pool)
+                    .await
             }
         }
         .map_err(db_error)?;
@@ -228,9 +226,9 @@ impl WarehouseStore for SqlStore {
         row.as_ref().map(from_row).transpose()
     }
 
-    async fn warehouse_by_id(&self, id: &str) -> Result<Option<Warehouse>, CatalogError> {
+    async fn warehouse_by_id(&self, id: &WarehouseId) -> Result<Option<Warehouse>, CatalogError> {
         let row = sqlx::query(select_warehouses!(" WHERE id = $1"))
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;

@@ -19,7 +19,7 @@ fn props(pairs: &[(&str, &str)]) -> Properties {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-async fn warehouse(store: &dyn CatalogStore, name: &str) -> String {
+async fn warehouse(store: &dyn CatalogStore, name: &str) -> icegate_catalog::WarehouseId {
     store
         .create_warehouse(
             &icegate_catalog::idempotency::WriteContext::NONE,

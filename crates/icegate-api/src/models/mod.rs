@@ -6,6 +6,8 @@ pub mod tables;
 
 use std::collections::BTreeMap;
 
+use icegate_catalog::tables::TableIdent;
+use icegate_catalog::{NamespaceIdent, WarehouseId};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -132,6 +134,34 @@ pub struct TablePath {
     pub namespace: String,
     /// A table name.
     pub table: String,
+}
+
+impl PrefixPath {
+    /// The warehouse the prefix names (resolved by the service).
+    pub fn warehouse(&self) -> WarehouseId {
+        WarehouseId::new(self.prefix.as_str())
+    }
+}
+
+impl NamespacePath {
+    /// The warehouse and the namespace, parsed.
+    pub fn parse(&self) -> icegate_catalog::Result<(WarehouseId, NamespaceIdent)> {
+        Ok((WarehouseId::new(self.prefix.as_str()), NamespaceIdent::parse_encoded(&self.namespace)?))
+    }
+}
+
+impl TablePath {
+    /// The warehouse and the table, parsed.
+    pub fn parse(&self) -> icegate_catalog::Result<(WarehouseId, TableIdent)> {
+        Ok((WarehouseId::new(self.prefix.as_str()), TableIdent::parse(&self.namespace, &self.table)?))
+    }
+}
+
+impl ViewPath {
+    /// The warehouse and the view, parsed.
+    pub fn parse(&self) -> icegate_catalog::Result<(WarehouseId, TableIdent)> {
+        Ok((WarehouseId::new(self.prefix.as_str()), TableIdent::parse_view(&self.namespace, &self.view)?))
+    }
 }
 
 /// `/v1/{prefix}/namespaces/{namespace}/views/{view}`

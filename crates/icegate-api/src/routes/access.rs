@@ -243,7 +243,7 @@ pub struct WhoAmIResponse {
 fn principal_response((p, roles): (icegate_catalog::access::PrincipalRecord, Vec<String>)) -> PrincipalResponse {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     PrincipalResponse {
-        id: p.id,
+        id: p.id.into_string(),
         name: p.name,
         display_name: p.display_name,
         client_id: p.client_id,

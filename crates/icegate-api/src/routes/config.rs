@@ -31,12 +31,15 @@ pub async fn get_config(
     Context(ctx): Context,
     Query(query): Query<ConfigQuery>,
 ) -> Result<Json<CatalogConfig>, ApiError> {
-    let warehouse = state.catalog.config(&ctx, query.warehouse.as_deref()).await?;
+    let warehouse = state.catalog.warehouses().config(&ctx, query.warehouse.as_deref()).await?;
     // The separator percent-encoded, as the spec asks (`%1F` unless configured otherwise).
     let separator = state.catalog.namespace_separator();
     let encoded =
         percent_encoding::utf8_percent_encode(&separator.to_string(), percent_encoding::NON_ALPHANUMERIC).to_string();
-    let overrides = BTreeMap::from([("prefix".to_owned(), warehouse.id), ("namespace-separator".to_owned(), encoded)]);
+    let overrides = BTreeMap::from([
+        ("prefix".to_owned(), warehouse.id.into_string()),
+        ("namespace-separator".to_owned(), encoded),
+    ]);
     // PyIceberg's own suites read this catalog property to know that namespace levels cannot
     // hold a dot (with `.` as the separator they cannot).
     let defaults = if separator == '.' {

@@ -2,6 +2,7 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
+use icegate_catalog::NamespaceIdent;
 
 use crate::AppState;
 use crate::error::{ApiError, IcebergErrorResponse};
@@ -29,12 +30,16 @@ use crate::models::{
 pub async fn list_namespaces(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(PrefixPath { prefix }): Path<PrefixPath>,
+    Path(path): Path<PrefixPath>,
     Query(query): Query<ListNamespacesQuery>,
 ) -> Result<Json<ListNamespacesResponse>, ApiError> {
-    let parent = query.parent.as_deref().map(|parent| state.catalog.namespace_param(parent));
-    let (parent, page_token) = (parent.as_deref(), query.page_token.as_deref());
-    let listing = state.catalog.list_namespaces(&ctx, &prefix, parent, page_token, query.page_size).await?;
+    // The spec treats an empty `parent` as absent, for older clients.
+    let parent = query.parent.as_deref().filter(|parent| !parent.is_empty());
+    let parent =
+        parent.map(|parent| NamespaceIdent::parse_encoded(&state.catalog.namespace_param(parent))).transpose()?;
+    let page_token = query.page_token.as_deref();
+    let namespaces = state.catalog.namespaces();
+    let listing = namespaces.list(&ctx, &path.warehouse(), parent.as_ref(), page_token, query.page_size).await?;
     Ok(Json(ListNamespacesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         namespaces: listing.items.into_iter().map(|ns| Namespace(ns.levels().to_vec())).collect(),
@@ -60,11 +65,12 @@ pub async fn list_namespaces(
 pub async fn create_namespace(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(PrefixPath { prefix }): Path<PrefixPath>,
+    Path(path): Path<PrefixPath>,
     Json(request): Json<CreateNamespaceRequest>,
 ) -> Result<Json<CreateNamespaceResponse>, ApiError> {
+    let namespace = NamespaceIdent::from_levels(request.namespace.0)?;
     let (namespace, properties) =
-        state.catalog.create_namespace(&ctx, &prefix, request.namespace.0, request.properties).await?;
+        state.catalog.namespaces().create(&ctx, &path.warehouse(), namespace, request.properties).await?;
     Ok(Json(CreateNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
 }
 
@@ -85,9 +91,10 @@ pub async fn create_namespace(
 pub async fn load_namespace(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
 ) -> Result<Json<GetNamespaceResponse>, ApiError> {
-    let (namespace, properties) = state.catalog.load_namespace(&ctx, &prefix, &namespace).await?;
+    let (prefix, namespace) = path.parse()?;
+    let properties = state.catalog.namespaces().load(&ctx, &prefix, &namespace).await?;
     Ok(Json(GetNamespaceResponse { namespace: Namespace(namespace.levels().to_vec()), properties }))
 }
 
@@ -108,9 +115,10 @@ pub async fn load_namespace(
 pub async fn namespace_exists(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.namespace_exists(&ctx, &prefix, &namespace).await?;
+    let (prefix, namespace) = path.parse()?;
+    state.catalog.namespaces().exists(&ctx, &prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -132,9 +140,10 @@ pub async fn namespace_exists(
 pub async fn drop_namespace(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.drop_namespace(&ctx, &prefix, &namespace).await?;
+    let (prefix, namespace) = path.parse()?;
+    state.catalog.namespaces().drop(&ctx, &prefix, &namespace).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -157,11 +166,12 @@ pub async fn drop_namespace(
 pub async fn update_properties(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     Json(request): Json<UpdateNamespacePropertiesRequest>,
 ) -> Result<Json<UpdateNamespacePropertiesResponse>, ApiError> {
-    let change =
-        state.catalog.update_namespace_properties(&ctx, &prefix, &namespace, request.updates, request.removals).await?;
+    let (prefix, namespace) = path.parse()?;
+    let namespaces = state.catalog.namespaces();
+    let change = namespaces.update_properties(&ctx, &prefix, &namespace, request.updates, request.removals).await?;
     Ok(Json(UpdateNamespacePropertiesResponse {
         updated: change.updated,
         removed: change.removed,

@@ -6,7 +6,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use icegate_catalog::storage::{Delegation, SignRequest, TableStorageAccess};
-use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::{
     CreateTable, Loaded, SnapshotMode, StorageRequest, TableChange, TableIdent, TableResult,
 };
@@ -21,8 +20,8 @@ use crate::models::tables::{
     RenameTableRequest, ReportMetricsRequest, StorageCredential, TableIdentifier, UnregisterTableResult, WithMetadata,
 };
 use crate::models::{Namespace, NamespacePath, PageToken, PrefixPath, TablePath};
-use icegate_catalog::RequestContext;
 use icegate_catalog::schema_cost::Pending;
+use icegate_catalog::{RequestContext, WarehouseId};
 
 /// `X-Iceberg-Access-Delegation`: a list of values, in one header or repeated (spec after 1.11).
 fn delegation(headers: &HeaderMap) -> Delegation {
@@ -33,12 +32,11 @@ fn delegation(headers: &HeaderMap) -> Delegation {
 
 /// What the request's headers say about storage access: the delegation asked for and the Host.
 fn storage_request<'a>(
-    (prefix, namespace, table): (&'a str, &'a str, &'a str),
+    (prefix, table): (&'a WarehouseId, &'a TableIdent),
     headers: &'a HeaderMap,
 ) -> StorageRequest<'a> {
     StorageRequest {
         prefix,
-        namespace,
         table,
         delegation: delegation(headers),
         host: headers.get(header::HOST).and_then(|h| h.to_str().ok()),
@@ -116,10 +114,10 @@ fn load_result(
 async fn table_response(
     state: &AppState,
     result: TableResult,
-    table: (&str, &str, &str),
+    table: (&WarehouseId, &TableIdent),
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let storage = state.catalog.storage_access(&result, &storage_request(table, headers)).await?;
+    let storage = state.catalog.tables().storage_access(&result, &storage_request(table, headers)).await?;
     load_result(state, result, storage, headers)
 }
 
@@ -151,11 +149,12 @@ fn identifier(table: TableIdent) -> TableIdentifier {
 pub async fn list_tables(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
+    let (prefix, namespace) = path.parse()?;
     let page = (query.page_token.as_deref(), query.page_size);
-    let listing = state.catalog.list_tables(&ctx, &prefix, &namespace, page).await?;
+    let listing = state.catalog.tables().list(&ctx, &prefix, &namespace, page).await?;
     Ok(Json(ListTablesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         identifiers: listing.items.into_iter().map(identifier).collect(),
@@ -181,10 +180,11 @@ pub async fn list_tables(
 pub async fn create_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     headers: HeaderMap,
     Json(request): Json<CreateTableRequest>,
 ) -> Result<Response, ApiError> {
+    let (prefix, namespace) = path.parse()?;
     let name = request.name.clone();
     let request = CreateTable {
         name: request.name,
@@ -195,8 +195,9 @@ pub async fn create_table(
         properties: request.properties.unwrap_or_default(),
         stage_create: request.stage_create.unwrap_or(false),
     };
-    let result = state.catalog.create_table(&ctx, &prefix, &namespace, request).await?;
-    table_response(&state, result, (&prefix, &namespace, &name), &headers).await
+    let result = state.catalog.tables().create(&ctx, &prefix, &namespace, request).await?;
+    let table = TableIdent::new(namespace, &name)?;
+    table_response(&state, result, (&prefix, &table), &headers).await
 }
 
 /// Load a table from the catalog
@@ -217,10 +218,11 @@ pub async fn create_table(
 pub async fn load_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     Query(query): Query<LoadTableQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let (prefix, table) = path.parse()?;
     let mode = match query.snapshots.as_deref() {
         None | Some("all") => SnapshotMode::All,
         Some("refs") => SnapshotMode::Refs,
@@ -228,18 +230,17 @@ pub async fn load_table(
     };
     let if_none_match: Vec<&str> =
         headers.get_all(header::IF_NONE_MATCH).iter().filter_map(|v| v.to_str().ok()).collect();
-    let result =
-        match state.catalog.load_table_unless_current(&ctx, &prefix, &namespace, &table, mode, &if_none_match).await? {
-            Loaded::Table(result) => result,
-            Loaded::NotModified { etag } => {
-                let mut response = StatusCode::NOT_MODIFIED.into_response();
-                if let Ok(etag) = HeaderValue::from_str(&etag) {
-                    response.headers_mut().insert(header::ETAG, etag);
-                }
-                return Ok(response);
+    let result = match state.catalog.tables().load_unless_current(&ctx, &prefix, &table, mode, &if_none_match).await? {
+        Loaded::Table(result) => result,
+        Loaded::NotModified { etag } => {
+            let mut response = StatusCode::NOT_MODIFIED.into_response();
+            if let Ok(etag) = HeaderValue::from_str(&etag) {
+                response.headers_mut().insert(header::ETAG, etag);
             }
-        };
-    table_response(&state, result, (&prefix, &namespace, &table), &headers).await
+            return Ok(response);
+        }
+    };
+    table_response(&state, result, (&prefix, &table), &headers).await
 }
 
 /// Check if a table exists
@@ -259,9 +260,10 @@ pub async fn load_table(
 pub async fn table_exists(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.table_exists(&ctx, &prefix, &namespace, &table).await?;
+    let (prefix, table) = path.parse()?;
+    state.catalog.tables().exists(&ctx, &prefix, &table).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -285,13 +287,13 @@ pub async fn table_exists(
 pub async fn update_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     headers: HeaderMap,
     Json(request): Json<CommitTableRequest>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
-    let table = TableIdent::parse(&namespace, &table)?;
+    let (prefix, table) = path.parse()?;
     let change = TableChange { table, requirements: request.requirements, updates: pending_updates(request.updates) };
-    let result = state.catalog.commit_table(&ctx, &prefix, change).await?;
+    let result = state.catalog.tables().commit(&ctx, &prefix, change).await?;
     // The commit compressed its document already (in parts, only those that changed); an
     // answer kept for an idempotent retry is kept as text.
     let gzip = result.gzip.filter(|_| {
@@ -320,11 +322,12 @@ pub async fn update_table(
 pub async fn drop_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     Query(query): Query<DropTableQuery>,
 ) -> Result<StatusCode, ApiError> {
+    let (prefix, table) = path.parse()?;
     let purge = query.purge().map_err(ApiError::bad_request)?;
-    state.catalog.drop_table(&ctx, &prefix, &namespace, &table, purge).await?;
+    state.catalog.tables().drop(&ctx, &prefix, &table, purge).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -346,9 +349,10 @@ pub async fn drop_table(
 pub async fn unregister_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
-    let unregistered = state.catalog.unregister_table(&ctx, &prefix, &namespace, &table).await?;
+    let (prefix, table) = path.parse()?;
+    let unregistered = state.catalog.tables().unregister(&ctx, &prefix, &table).await?;
     let fields = CommitTableFields { metadata_location: unregistered.metadata_location };
     Ok(WithMetadata { metadata: unregistered.metadata, fields, gzip: None })
 }
@@ -372,15 +376,15 @@ pub async fn unregister_table(
 pub async fn register_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     headers: HeaderMap,
     Json(request): Json<RegisterTableRequest>,
 ) -> Result<Response, ApiError> {
-    let result = state
-        .catalog
-        .register_table(&ctx, &prefix, &namespace, &request.name, &request.metadata_location, request.overwrite)
-        .await?;
-    table_response(&state, result, (&prefix, &namespace, &request.name), &headers).await
+    let (prefix, namespace) = path.parse()?;
+    let table = TableIdent::new(namespace, &request.name)?;
+    let result =
+        state.catalog.tables().register(&ctx, &prefix, &table, &request.metadata_location, request.overwrite).await?;
+    table_response(&state, result, (&prefix, &table), &headers).await
 }
 
 /// Load vended credentials for a table from the catalog
@@ -401,11 +405,12 @@ pub async fn register_table(
 pub async fn load_credentials(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     headers: HeaderMap,
 ) -> Result<Json<LoadCredentialsResponse>, ApiError> {
-    let request = storage_request((&prefix, &namespace, &table), &headers);
-    let credentials = state.catalog.table_credentials(&ctx, &request).await?;
+    let (prefix, table) = path.parse()?;
+    let request = storage_request((&prefix, &table), &headers);
+    let credentials = state.catalog.tables().credentials(&ctx, &request).await?;
     Ok(Json(LoadCredentialsResponse { storage_credentials: credentials_list(credentials) }))
 }
 
@@ -428,9 +433,10 @@ pub async fn load_credentials(
 pub async fn sign_request(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     Json(request): Json<RemoteSignRequest>,
 ) -> Result<Json<RemoteSignResult>, ApiError> {
+    let (prefix, table) = path.parse()?;
     if request.provider.as_deref().is_some_and(|p| p != "s3") {
         return Err(ApiError::bad_request(format!("cannot sign for provider {:?}", request.provider)));
     }
@@ -441,7 +447,7 @@ pub async fn sign_request(
         headers: request.headers,
         body: request.body,
     };
-    let signed = state.catalog.sign_table_request(&ctx, (&prefix, &namespace, &table), sign).await?;
+    let signed = state.catalog.tables().sign_request(&ctx, (&prefix, &table), sign).await?;
     Ok(Json(RemoteSignResult { uri: signed.uri, headers: signed.headers }))
 }
 
@@ -464,13 +470,11 @@ pub async fn sign_request(
 pub async fn rename_table(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(PrefixPath { prefix }): Path<PrefixPath>,
+    Path(path): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .catalog
-        .rename_tabular(&ctx, &prefix, TabularKind::Table, request.source.parse()?, request.destination.parse()?)
-        .await?;
+    let (from, to) = (request.source.parse()?, request.destination.parse()?);
+    state.catalog.tables().rename(&ctx, &path.warehouse(), from, to).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -492,9 +496,10 @@ pub async fn rename_table(
 pub async fn report_metrics(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(TablePath { prefix, namespace, table }): Path<TablePath>,
+    Path(path): Path<TablePath>,
     Json(request): Json<ReportMetricsRequest>,
 ) -> Result<StatusCode, ApiError> {
+    let (prefix, table) = path.parse()?;
     let report_type = match request.report_type.as_str() {
         "scan-report" => "scan-report",
         "commit-report" => "commit-report",
@@ -507,7 +512,7 @@ pub async fn report_metrics(
     if !request.metrics.get().starts_with('{') {
         return Err(ApiError::bad_request("metrics must be an object"));
     }
-    state.catalog.accept_metrics_report(&ctx, &prefix, &namespace, &table).await?;
+    state.catalog.tables().report_metrics(&ctx, &prefix, &table).await?;
     state.metrics.record_report(report_type);
     tracing::debug!(table = %request.table_name, snapshot_id = request.snapshot_id, report_type, metrics_bytes = request.metrics.get().len(), "metrics report");
     Ok(StatusCode::NO_CONTENT)
@@ -533,7 +538,7 @@ pub async fn report_metrics(
 pub async fn commit_transaction(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(PrefixPath { prefix }): Path<PrefixPath>,
+    Path(path): Path<PrefixPath>,
     Json(request): Json<CommitTransactionRequest>,
 ) -> Result<StatusCode, ApiError> {
     let mut changes = Vec::with_capacity(request.table_changes.len());
@@ -547,7 +552,7 @@ pub async fn commit_transaction(
             updates: pending_updates(change.updates),
         });
     }
-    state.catalog.commit_transaction(&ctx, &prefix, changes).await?;
+    state.catalog.tables().commit_transaction(&ctx, &path.warehouse(), changes).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -579,16 +584,19 @@ pub(crate) async fn revend_replayed(
     let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().ok().map(|d| d.into_owned());
     let segments: Vec<&str> = parts.uri.path().trim_start_matches('/').split('/').collect();
     let ["v1", prefix, "namespaces", namespace, "tables" | "register"] = segments.as_slice() else { return None };
-    let (prefix, namespace) = (decode(prefix)?, decode(namespace)?);
+    let (prefix, namespace) = (WarehouseId::new(decode(prefix)?), decode(namespace)?);
+    let namespace = state.catalog.namespace_param(&namespace).into_owned();
     let Named { name, overwrite } = serde_json::from_slice(request_body).ok()?;
     let crate::idempotency::Members(mut members) = serde_json::from_str(stored).ok()?;
     let member = |key: &str| members.iter().find(|(k, _)| k == key).map(|(_, v)| v.get());
     // A staged create stored nothing (it changed nothing); a created table has a location.
     let first_location: String = serde_json::from_str(member("metadata-location")?).ok()?;
     let Metadata { table_uuid } = serde_json::from_str(member("metadata")?).ok()?;
-    let request = storage_request((&prefix, &namespace, &name), &parts.headers);
-    let result = state.catalog.replayed_table(ctx, &request, &table_uuid, &first_location, overwrite).await.ok()??;
-    let storage = state.catalog.storage_access(&result, &request).await.ok()?;
+    let table = TableIdent::parse(&namespace, &name).ok()?;
+    let request = storage_request((&prefix, &table), &parts.headers);
+    let tables = state.catalog.tables();
+    let result = tables.replayed(ctx, &request, &table_uuid, &first_location, overwrite).await.ok()??;
+    let storage = tables.storage_access(&result, &request).await.ok()?;
     let mut config: serde_json::Map<String, serde_json::Value> =
         member("config").map_or(Some(serde_json::Map::new()), |raw| serde_json::from_str(raw).ok())?;
     for (key, value) in storage.config {

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use icegate_catalog::store::TabularKind;
 use icegate_catalog::tables::TableIdent;
 use icegate_catalog::views::{CreateView, ViewResult};
 use serde_json::value::RawValue;
@@ -41,11 +40,12 @@ fn result(view: ViewResult) -> Result<Json<LoadViewResult>, ApiError> {
 pub async fn list_views(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     Query(query): Query<ListTablesQuery>,
 ) -> Result<Json<ListTablesResponse>, ApiError> {
+    let (prefix, namespace) = path.parse()?;
     let page = (query.page_token.as_deref(), query.page_size);
-    let listing = state.catalog.list_views(&ctx, &prefix, &namespace, page).await?;
+    let listing = state.catalog.views().list(&ctx, &prefix, &namespace, page).await?;
     Ok(Json(ListTablesResponse {
         next_page_token: listing.next_page_token.map(PageToken),
         identifiers: listing
@@ -75,9 +75,10 @@ pub async fn list_views(
 pub async fn create_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     Json(request): Json<CreateViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
+    let (prefix, namespace) = path.parse()?;
     let request = CreateView {
         name: request.name,
         location: request.location,
@@ -85,7 +86,7 @@ pub async fn create_view(
         view_version: request.view_version,
         properties: request.properties,
     };
-    result(state.catalog.create_view(&ctx, &prefix, &namespace, request).await?)
+    result(state.catalog.views().create(&ctx, &prefix, &namespace, request).await?)
 }
 
 /// Load a view from the catalog
@@ -105,9 +106,10 @@ pub async fn create_view(
 pub async fn load_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
+    Path(path): Path<ViewPath>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
-    result(state.catalog.load_view(&ctx, &prefix, &namespace, &view).await?)
+    let (prefix, view) = path.parse()?;
+    result(state.catalog.views().load(&ctx, &prefix, &view).await?)
 }
 
 /// Replace a view
@@ -130,16 +132,12 @@ pub async fn load_view(
 pub async fn replace_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
+    Path(path): Path<ViewPath>,
     Json(request): Json<CommitViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
-    let view = TableIdent::parse(&namespace, &view)?;
-    result(
-        state
-            .catalog
-            .replace_view(&ctx, &prefix, view, request.requirements, super::tables::pending_updates(request.updates))
-            .await?,
-    )
+    let (prefix, view) = path.parse()?;
+    let updates = super::tables::pending_updates(request.updates);
+    result(state.catalog.views().replace(&ctx, &prefix, view, request.requirements, updates).await?)
 }
 
 /// Drop a view from the catalog
@@ -159,9 +157,10 @@ pub async fn replace_view(
 pub async fn drop_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
+    Path(path): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.drop_view(&ctx, &prefix, &namespace, &view).await?;
+    let (prefix, view) = path.parse()?;
+    state.catalog.views().drop(&ctx, &prefix, &view).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -182,9 +181,10 @@ pub async fn drop_view(
 pub async fn view_exists(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(ViewPath { prefix, namespace, view }): Path<ViewPath>,
+    Path(path): Path<ViewPath>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.view_exists(&ctx, &prefix, &namespace, &view).await?;
+    let (prefix, view) = path.parse()?;
+    state.catalog.views().exists(&ctx, &prefix, &view).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -207,13 +207,11 @@ pub async fn view_exists(
 pub async fn rename_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(PrefixPath { prefix }): Path<PrefixPath>,
+    Path(path): Path<PrefixPath>,
     Json(request): Json<RenameTableRequest>,
 ) -> Result<StatusCode, ApiError> {
-    state
-        .catalog
-        .rename_tabular(&ctx, &prefix, TabularKind::View, request.source.parse()?, request.destination.parse()?)
-        .await?;
+    let (from, to) = (request.source.parse()?, request.destination.parse()?);
+    state.catalog.views().rename(&ctx, &path.warehouse(), from, to).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -236,8 +234,10 @@ pub async fn rename_view(
 pub async fn register_view(
     State(state): State<AppState>,
     Context(ctx): Context,
-    Path(NamespacePath { prefix, namespace }): Path<NamespacePath>,
+    Path(path): Path<NamespacePath>,
     Json(request): Json<RegisterViewRequest>,
 ) -> Result<Json<LoadViewResult>, ApiError> {
-    result(state.catalog.register_view(&ctx, &prefix, &namespace, &request.name, &request.metadata_location).await?)
+    let (prefix, namespace) = path.parse()?;
+    let view = TableIdent::view(namespace, &request.name)?;
+    result(state.catalog.views().register(&ctx, &prefix, &view, &request.metadata_location).await?)
 }

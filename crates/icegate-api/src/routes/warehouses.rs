@@ -35,7 +35,7 @@ pub struct WarehouseResponse {
 impl From<Warehouse> for WarehouseResponse {
     fn from(w: Warehouse) -> Self {
         Self {
-            id: w.id,
+            id: w.id.into_string(),
             name: w.name.to_string(),
             storage_root: w.storage_root.to_string(),
             storage_profile: StorageProfileView::from(&w.storage_profile),
@@ -261,7 +261,7 @@ pub async fn create_warehouse(
     Json(request): Json<CreateWarehouseRequest>,
 ) -> Result<(StatusCode, Json<WarehouseResponse>), ApiError> {
     let profile = request.storage_profile.unwrap_or(StorageProfileInput::File);
-    let warehouse = state.catalog.create_warehouse(&ctx, &request.name, &request.storage_root, profile).await?;
+    let warehouse = state.catalog.warehouses().create(&ctx, &request.name, &request.storage_root, profile).await?;
     Ok((StatusCode::CREATED, Json(warehouse.into())))
 }
 
@@ -290,7 +290,7 @@ pub async fn update_storage_profile(
     Path(name): Path<String>,
     Json(profile): Json<StorageProfileInput>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    Ok(Json(state.catalog.update_storage_profile(&ctx, &name, profile).await?.into()))
+    Ok(Json(state.catalog.warehouses().update_storage_profile(&ctx, &name, profile).await?.into()))
 }
 
 /// List warehouses
@@ -308,7 +308,7 @@ pub async fn list_warehouses(
     State(state): State<AppState>,
     Context(ctx): Context,
 ) -> Result<Json<ListWarehousesResponse>, ApiError> {
-    let warehouses = state.catalog.list_warehouses(&ctx).await?;
+    let warehouses = state.catalog.warehouses().list(&ctx).await?;
     Ok(Json(ListWarehousesResponse { warehouses: warehouses.into_iter().map(shown).collect() }))
 }
 
@@ -340,7 +340,7 @@ pub async fn get_warehouse(
     Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    Ok(Json(shown(state.catalog.get_warehouse(&ctx, &name).await?)))
+    Ok(Json(shown(state.catalog.warehouses().get(&ctx, &name).await?)))
 }
 
 /// Delete an empty warehouse
@@ -362,6 +362,6 @@ pub async fn delete_warehouse(
     Context(ctx): Context,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.catalog.delete_warehouse(&ctx, &name).await?;
+    state.catalog.warehouses().delete(&ctx, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

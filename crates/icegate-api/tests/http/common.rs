@@ -97,7 +97,7 @@ impl TestApp {
             store.ensure_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root).await.unwrap();
         let access: Arc<dyn AccessStore> = Arc::new(db.store.clone());
         let mut app = Self::serve_with(store, access, required, oidc, Some(name), options).await;
-        app.prefix = warehouse.id;
+        app.prefix = warehouse.id.into_string();
         app._db = Some(db);
         app.warehouse_dir = Some(dir);
         app

@@ -79,7 +79,12 @@ impl Faults for Injected {
         Ok(())
     }
 
-    async fn create_tabular(&self, store: &SqlStore, x: &WriteContext, t: &NewTabular<'_>) -> Result<String> {
+    async fn create_tabular(
+        &self,
+        store: &SqlStore,
+        x: &WriteContext,
+        t: &NewTabular<'_>,
+    ) -> Result<icegate_catalog::TabularId> {
         if self.take() == Fault::CreateStateUnknown {
             return Err(CatalogError::CommitStateUnknown("the connection failed during COMMIT".into()));
         }
@@ -149,7 +154,7 @@ impl Lab {
         let warehouse =
             store.ensure_warehouse(&icegate_catalog::idempotency::WriteContext::NONE, &name, &root).await.unwrap();
         let mut app = TestApp::serve(store.clone(), Some(name), default_options()).await;
-        app.prefix = warehouse.id;
+        app.prefix = warehouse.id.into_string();
         app.create_namespace(&["db"]).await;
         let schema: Value = serde_json::from_str(SCHEMA).unwrap();
         let (status, body) =

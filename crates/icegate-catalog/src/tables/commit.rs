@@ -4,6 +4,7 @@
 //! a table through its `assert-create` commit, and what follows a commit (caches, metadata-log
 //! clean-up).
 
+use super::Tables;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -20,42 +21,13 @@ use crate::access::{Privilege, Target};
 use crate::commit::{MAX_COMMIT_ATTEMPTS, MetadataKind, Staged, Staging};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
+use crate::ids::WarehouseId;
 use crate::metadata_cache::Cached;
 use crate::service::Catalog;
-use crate::storage::{AccessLevel, TableLocations};
+use crate::storage::TableLocations;
 use crate::store::{MetadataSwap, TabularHead, TabularKind, Warehouse};
 
 impl Catalog {
-    /// updateTable: one table's commit. It runs to completion on its own task even if the
-    /// request goes away, so no metadata file is left behind half way.
-    pub async fn commit_table(&self, ctx: &RequestContext, prefix: &str, change: TableChange) -> Result<TableResult> {
-        self.check_update_count(change.requirements.len(), change.updates.len())?;
-        let warehouse = self.warehouse_for_prefix(prefix).await?;
-        let mut results = self.run_commit(ctx, warehouse, TableCommit { transaction: false }, vec![change]).await?;
-        Ok(results.remove(0))
-    }
-
-    /// commitTransaction: every table's changes, atomically.
-    pub async fn commit_transaction(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        changes: Vec<TableChange>,
-    ) -> Result<()> {
-        let (warehouse, _) = self.warehouse_with(ctx, prefix, Privilege::Describe).await?;
-        if changes.is_empty() {
-            return Err(CatalogError::bad_request("a transaction needs at least one table change"));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for change in &changes {
-            self.check_update_count(change.requirements.len(), change.updates.len())?;
-            if !seen.insert((change.table.namespace.clone(), change.table.name.clone())) {
-                return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
-            }
-        }
-        self.run_commit(ctx, warehouse, TableCommit { transaction: true }, changes).await.map(|_| ())
-    }
-
     /// A table's current state, for a commit to build on: its head from the database and its
     /// document, with its parsed metadata (and the layout of its document) when memory holds
     /// them; [`Self::parsed`] parses what it does not hold.
@@ -110,7 +82,8 @@ impl Catalog {
         // build is taken, and only then are they built.
         let limits = self.schema_limits();
         let (request_bytes, cost) = crate::schema_cost::total_cost(&change.updates, limits)?;
-        let _room = self.reserve_room(ctx, crate::commit::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
+        let _room =
+            self.reserve_room(ctx, crate::commit_budget::held_by(0, 0, request_bytes, cost.build_bytes())).await?;
         let updates = change.built_updates(limits)?;
         let mut schema = None;
         let mut spec = None;
@@ -155,12 +128,14 @@ impl Catalog {
         let all: Vec<String> = std::iter::once(base).chain(extra).collect();
         self.check_placement(ctx, warehouse, &change.table.namespace, &all).await?;
         let metadata_json = to_json(&metadata)?;
-        self.persist_new_table(ctx, warehouse, &change.table, &metadata, metadata_json).await.map_err(|e| match e {
-            // Created meanwhile: its assert-create fails as the reference's does.
-            CatalogError::AlreadyExists(_) => {
-                CatalogError::CommitFailed("Requirement failed: table already exists".into())
+        self.persist_new_table(ctx, warehouse, &change.table, (&metadata, metadata_json), None).await.map_err(|e| {
+            match e {
+                // Created meanwhile: its assert-create fails as the reference's does.
+                CatalogError::AlreadyExists(_) => {
+                    CatalogError::CommitFailed("Requirement failed: table already exists".into())
+                }
+                other => other,
             }
-            other => other,
         })
     }
 
@@ -214,7 +189,7 @@ impl Catalog {
                         gzip,
                         etag,
                         warehouse: warehouse.clone(),
-                        access: AccessLevel::ReadWrite,
+                        access: None,
                     },
                     expired: Vec::new(),
                     delete_expired: false,
@@ -272,7 +247,7 @@ impl Catalog {
                     metadata_json: written.text.clone(),
                     gzip: Some(written.gzip.clone()),
                     warehouse: warehouse.clone(),
-                    access: AccessLevel::ReadWrite,
+                    access: None,
                 },
                 written: Some((written, Arc::new(metadata))),
                 expired: built.expired_metadata_logs.into_iter().map(|log| log.metadata_file).collect(),
@@ -329,7 +304,7 @@ pub(crate) struct Extra {
     expired: Vec<String>,
     delete_expired: bool,
     /// The commit's room in the memory budget (on its first table), held until it is answered.
-    reserved: Option<crate::commit::Reserved>,
+    reserved: Option<crate::commit_budget::Reserved>,
 }
 
 /// A table's current state, as a commit reads it.
@@ -349,8 +324,10 @@ enum Found<'a> {
 }
 
 impl TableCommit {
-    /// Reads each change's table and decides on it: `write` on each existing table, and
-    /// `create` in the namespace when a change creates one (which is then done here).
+    /// Decides on each change's table and reads it: first whether the caller may see it (a table
+    /// it may not see is answered like a missing one, and nothing of it is read), then `write`
+    /// on the table read (by id), or `create` in the namespace when the change creates one
+    /// (which is then done here).
     async fn find<'a>(
         &self,
         catalog: &Catalog,
@@ -360,18 +337,15 @@ impl TableCommit {
     ) -> Result<Found<'a>> {
         let mut found = Vec::with_capacity(changes.len());
         for change in changes {
-            let current = catalog.load_current(warehouse, &change.table).await?;
             let target = Target::Tabular {
                 warehouse_id: warehouse.id.clone(),
                 namespace: change.table.namespace.clone(),
                 name: change.table.name.clone(),
                 kind: TabularKind::Table,
             };
-            match current {
+            ctx.require(&target, Privilege::Describe, || CatalogError::no_such_table(&change.table)).await?;
+            match catalog.load_current(warehouse, &change.table).await? {
                 None => {
-                    // A table the caller may not see is answered like a missing one, before
-                    // anything else is said about it.
-                    ctx.require(&target, Privilege::Describe, || CatalogError::no_such_table(&change.table)).await?;
                     if !change.requirements.contains(&TableRequirement::NotExist) {
                         return Err(CatalogError::no_such_table(&change.table));
                     }
@@ -445,7 +419,8 @@ impl MetadataKind for TableCommit {
                         (current.document.len() as u64).saturating_add(document.build_bytes())
                     }
                 };
-                let held = crate::commit::held_by(current.document.len(), parse, request_bytes, cost.build_bytes());
+                let held =
+                    crate::commit_budget::held_by(current.document.len(), parse, request_bytes, cost.build_bytes());
                 bytes = bytes.saturating_add(held);
             }
             match waited.take().or_else(|| catalog.try_reserve_room(ctx, bytes)) {
@@ -488,5 +463,37 @@ impl MetadataKind for TableCommit {
         CatalogError::CommitFailed(format!(
             "gave up after {MAX_COMMIT_ATTEMPTS} attempts: the table is being changed concurrently; retry"
         ))
+    }
+}
+
+impl Tables<'_> {
+    /// updateTable: one table's commit. It runs to completion on its own task even if the
+    /// request goes away, so no metadata file is left behind half way.
+    pub async fn commit(&self, ctx: &RequestContext, prefix: &WarehouseId, change: TableChange) -> Result<TableResult> {
+        self.check_update_count(change.requirements.len(), change.updates.len())?;
+        let warehouse = self.warehouse_for_prefix(prefix).await?;
+        let mut results = self.run_commit(ctx, warehouse, TableCommit { transaction: false }, vec![change]).await?;
+        Ok(results.remove(0))
+    }
+
+    /// commitTransaction: every table's changes, atomically.
+    pub async fn commit_transaction(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        changes: Vec<TableChange>,
+    ) -> Result<()> {
+        let (warehouse, _) = self.warehouse_with(ctx, prefix, Privilege::Describe).await?;
+        if changes.is_empty() {
+            return Err(CatalogError::bad_request("a transaction needs at least one table change"));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for change in &changes {
+            self.check_update_count(change.requirements.len(), change.updates.len())?;
+            if !seen.insert((change.table.namespace.clone(), change.table.name.clone())) {
+                return Err(CatalogError::bad_request(format!("{} appears twice in the transaction", change.table)));
+            }
+        }
+        self.run_commit(ctx, warehouse, TableCommit { transaction: true }, changes).await.map(|_| ())
     }
 }

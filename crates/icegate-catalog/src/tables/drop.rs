@@ -2,9 +2,11 @@
 //! unregisterTable, which drops the table from the catalog and leaves every file where it is.
 
 use super::TableIdent;
+use super::Tables;
 use crate::access::Privilege;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
+use crate::ids::WarehouseId;
 use crate::service::Catalog;
 use crate::storage::TableLocations;
 use crate::store::TabularKind;
@@ -17,35 +19,6 @@ pub struct Unregistered {
 }
 
 impl Catalog {
-    /// unregisterTable: the table leaves the catalog, its data and metadata files stay where
-    /// they are (for another catalog to register). Authorised like a drop, and as a load: the
-    /// answer is the table's metadata, which `drop` alone does not let its holder read. The row
-    /// is deleted in the same statement that reads its last metadata, so the answer holds every
-    /// commit made before it, and every commit after it finds no table.
-    pub async fn unregister_table(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Unregistered> {
-        let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, dropping) = self
-            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
-            .await?;
-        let target =
-            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
-        let reading = ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(&table)).await?;
-        let dropped = self
-            .remove_table(ctx, &warehouse, &table, &mut [(Privilege::Drop, dropping), (Privilege::Read, reading)])
-            .await?;
-        tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
-        Ok(Unregistered {
-            metadata_location: dropped.tabular.metadata_location,
-            metadata: dropped.tabular.metadata.into(),
-        })
-    }
-
     /// Deletes a table's row (for a drop or an unregister), answering what it was: the table
     /// the `decided` privileges were decided about (by id: a name can change meaning meanwhile),
     /// and no other.
@@ -77,22 +50,49 @@ impl Catalog {
         ctx.access_changed();
         Ok(dropped)
     }
+}
 
-    /// dropTable; with `purge`, every file below the table's location goes too (and nothing
-    /// outside it).
-    pub async fn drop_table(
+impl Tables<'_> {
+    /// unregisterTable: the table leaves the catalog, its data and metadata files stay where
+    /// they are (for another catalog to register). Authorised like a drop, and as a load: the
+    /// answer is the table's metadata, which `drop` alone does not let its holder read. The row
+    /// is deleted in the same statement that reads its last metadata, so the answer holds every
+    /// commit made before it, and every commit after it finds no table.
+    pub async fn unregister(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-        purge: bool,
-    ) -> Result<()> {
-        let table = TableIdent::parse(namespace, name)?;
+        prefix: &WarehouseId,
+        table: &TableIdent,
+    ) -> Result<Unregistered> {
         let (warehouse, dropping) = self
             .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
             .await?;
-        let dropped = self.remove_table(ctx, &warehouse, &table, &mut [(Privilege::Drop, dropping)]).await?;
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
+        let reading = ctx.require(&target, Privilege::Read, || CatalogError::no_such_table(table)).await?;
+        let dropped = self
+            .remove_table(ctx, &warehouse, table, &mut [(Privilege::Drop, dropping), (Privilege::Read, reading)])
+            .await?;
+        tracing::info!(table = %table, metadata_location = %dropped.tabular.metadata_location, "table unregistered");
+        Ok(Unregistered {
+            metadata_location: dropped.tabular.metadata_location,
+            metadata: dropped.tabular.metadata.into(),
+        })
+    }
+
+    /// dropTable; with `purge`, every file below the table's location goes too (and nothing
+    /// outside it).
+    pub async fn drop(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        table: &TableIdent,
+        purge: bool,
+    ) -> Result<()> {
+        let (warehouse, dropping) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Drop)
+            .await?;
+        let dropped = self.remove_table(ctx, &warehouse, table, &mut [(Privilege::Drop, dropping)]).await?;
         if purge {
             // Exactly the locations the catalog recorded for the table (each checked to be the
             // table's alone when it was set), never paths read from its metadata or manifests:

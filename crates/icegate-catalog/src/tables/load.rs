@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use super::TableIdent;
 use super::metadata_files::{etag, referenced_snapshots_only};
-use super::{SnapshotMode, TableResult};
+use super::{SnapshotMode, TableResult, Tables};
 use crate::access::Privilege;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
+use crate::ids::{TabularId, WarehouseId};
 use crate::pagination::{encode_token, page_request};
 use crate::service::{Catalog, Listing};
-use crate::storage::AccessLevel;
 use crate::store::{Tabular, TabularKind, Warehouse};
 
 /// A load of a table the client may already hold (`If-None-Match`).
@@ -39,53 +39,8 @@ fn etag_matches(etag: &str, if_none_match: &[&str]) -> bool {
 }
 
 impl Catalog {
-    /// loadTable with the client's `If-None-Match` values: the table, or that it has not
-    /// changed (decided on the ETag alone, before any body is built).
-    pub async fn load_table_unless_current(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-        mode: SnapshotMode,
-        if_none_match: &[&str],
-    ) -> Result<Loaded> {
-        let result = self.load_table(ctx, prefix, namespace, name, mode).await?;
-        Ok(if etag_matches(&result.etag, if_none_match) {
-            Loaded::NotModified { etag: result.etag }
-        } else {
-            Loaded::Table(result)
-        })
-    }
-
     pub(crate) async fn load_row(&self, warehouse: &Warehouse, table: &TableIdent) -> Result<Option<Tabular>> {
         self.store().load_tabular(&warehouse.id, &table.namespace, &table.name, TabularKind::Table).await
-    }
-
-    /// loadTable, for a caller with `read` on the table; the result carries the access to its
-    /// files the caller's privileges give.
-    pub async fn load_table(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-        mode: SnapshotMode,
-    ) -> Result<TableResult> {
-        let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, allowed) = self
-            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
-            .await?;
-        let target =
-            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
-        let mut result = self.current_table(warehouse, &table, mode).await?;
-        // The decision was about the table read (a name can change meaning meanwhile).
-        let object = result.id.clone().unwrap_or_default();
-        let missing = || CatalogError::no_such_table(&table);
-        let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced while loading; retry"));
-        let allowed = ctx.confirm(&target, Privilege::Read, allowed, &object, missing, changed).await?;
-        result.access = allowed.storage_access();
-        Ok(result)
     }
 
     /// The table as it is now. Reads the database only: the metadata JSON is kept beside its
@@ -127,7 +82,7 @@ impl Catalog {
             gzip,
             etag,
             warehouse,
-            access: AccessLevel::Read,
+            access: None,
         })
     }
 
@@ -137,7 +92,7 @@ impl Catalog {
         &self,
         warehouse: &Warehouse,
         table: &TableIdent,
-    ) -> Result<(String, String, Arc<str>, Option<Arc<[u8]>>)> {
+    ) -> Result<(TabularId, String, Arc<str>, Option<Arc<[u8]>>)> {
         let head = self
             .store()
             .load_tabular_head(&warehouse.id, &table.namespace, &table.name, TabularKind::Table)
@@ -163,29 +118,14 @@ impl Catalog {
         document
     }
 
-    pub async fn table_exists(&self, ctx: &RequestContext, prefix: &str, namespace: &str, name: &str) -> Result<()> {
-        self.require_existing_table(ctx, (prefix, namespace, name), Privilege::Describe).await
-    }
-
-    /// reportMetrics: accepted from a caller that may read the table, for a table that exists.
-    pub async fn accept_metrics_report(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
-    ) -> Result<()> {
-        self.require_existing_table(ctx, (prefix, namespace, name), Privilege::Read).await
-    }
-
     /// That the table exists, for a caller holding `privilege` on it (one head lookup).
     async fn require_existing_table(
         &self,
         ctx: &RequestContext,
-        (prefix, namespace, name): (&str, &str, &str),
+        prefix: &WarehouseId,
+        table: &TableIdent,
         privilege: Privilege,
     ) -> Result<()> {
-        let table = TableIdent::parse(namespace, name)?;
         let (warehouse, allowed) =
             self.tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, privilege).await?;
         // The decision was about the table found (a name can change meaning meanwhile).
@@ -195,34 +135,86 @@ impl Catalog {
         Ok(())
     }
 
-    pub async fn list_tables(
-        &self,
-        ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        page: (Option<&str>, Option<i64>),
-    ) -> Result<Listing<TableIdent>> {
-        self.list_tabulars(ctx, prefix, namespace, TabularKind::Table, page).await
-    }
-
     /// The tables or views of a namespace the caller may describe, one page: all of them when
     /// it holds a privilege on the namespace, else those it holds something on.
     pub(crate) async fn list_tabulars(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
         kind: TabularKind,
         (page_token, page_size): (Option<&str>, Option<i64>),
     ) -> Result<Listing<TableIdent>> {
-        let namespace = NamespaceIdent::parse_encoded(namespace)?;
         let page = page_request(page_token, page_size)?;
-        let (warehouse, allowed) = self.namespace_with(ctx, prefix, &namespace, Privilege::Describe).await?;
-        let page = self.store().list_tabulars(&warehouse.id, &namespace, kind, &page, allowed.visible_to()).await?;
+        let (warehouse, allowed) = self.namespace_with(ctx, prefix, namespace, Privilege::Describe).await?;
+        let page = self.store().list_tabulars(&warehouse.id, namespace, kind, &page, allowed.visible_to()).await?;
         Ok(Listing {
             items: page.items.into_iter().map(|name| TableIdent { namespace: namespace.clone(), name }).collect(),
             next_page_token: page.next_after.as_deref().map(encode_token),
         })
+    }
+}
+
+impl Tables<'_> {
+    /// loadTable with the client's `If-None-Match` values: the table, or that it has not
+    /// changed (decided on the ETag alone, before any body is built).
+    pub async fn load_unless_current(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        table: &TableIdent,
+        mode: SnapshotMode,
+        if_none_match: &[&str],
+    ) -> Result<Loaded> {
+        let result = self.load(ctx, prefix, table, mode).await?;
+        Ok(if etag_matches(&result.etag, if_none_match) {
+            Loaded::NotModified { etag: result.etag }
+        } else {
+            Loaded::Table(result)
+        })
+    }
+
+    /// loadTable, for a caller with `read` on the table; the result carries the access to its
+    /// files the caller's privileges give.
+    pub async fn load(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        table: &TableIdent,
+        mode: SnapshotMode,
+    ) -> Result<TableResult> {
+        let (warehouse, allowed) = self
+            .tabular_with(ctx, prefix, (&table.namespace, &table.name), TabularKind::Table, Privilege::Read)
+            .await?;
+        let target =
+            crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
+        let mut result = self.current_table(warehouse, table, mode).await?;
+        // The decision was about the table read (a name can change meaning meanwhile).
+        let object = result.id.clone().unwrap_or_default();
+        let missing = || CatalogError::no_such_table(table);
+        let changed = || CatalogError::Unavailable(format!("{table} was renamed or replaced while loading; retry"));
+        let allowed = ctx.confirm(&target, Privilege::Read, allowed, &object, missing, changed).await?;
+        result.access = allowed.file_grant();
+        Ok(result)
+    }
+
+    pub async fn exists(&self, ctx: &RequestContext, prefix: &WarehouseId, table: &TableIdent) -> Result<()> {
+        self.require_existing_table(ctx, prefix, table, Privilege::Describe).await
+    }
+
+    /// reportMetrics: accepted from a caller that may read the table, for a table that exists.
+    pub async fn report_metrics(&self, ctx: &RequestContext, prefix: &WarehouseId, table: &TableIdent) -> Result<()> {
+        self.require_existing_table(ctx, prefix, table, Privilege::Read).await
+    }
+
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
+        page: (Option<&str>, Option<i64>),
+    ) -> Result<Listing<TableIdent>> {
+        self.list_tabulars(ctx, prefix, namespace, TabularKind::Table, page).await
     }
 }
 

@@ -34,10 +34,11 @@ use std::sync::Arc;
 use iceberg::spec::{Schema, SortOrder, UnboundPartitionSpec};
 use iceberg::{TableRequirement, TableUpdate};
 
+use crate::context::FileGrant;
 use crate::error::{CatalogError, Result};
 use crate::ident::{NamespaceIdent, validate_name};
 use crate::schema_cost::{Pending, SchemaLimits};
-use crate::storage::{AccessLevel, TableLocations};
+use crate::storage::TableLocations;
 use crate::store::{NewTabular, TabularKind, Warehouse};
 
 pub use document::Layout;
@@ -46,6 +47,28 @@ pub use load::Loaded;
 pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
 pub(crate) use requirements::view_uuid_mismatch;
 pub use storage_access::StorageRequest;
+
+/// The tables' operations ([`crate::Catalog::tables`]): createTable, loadTable, commits,
+/// drop, register, rename, list, credentials and remote signing.
+#[derive(Clone, Copy)]
+pub struct Tables<'a> {
+    pub(crate) catalog: &'a crate::Catalog,
+}
+
+impl std::ops::Deref for Tables<'_> {
+    type Target = crate::Catalog;
+
+    fn deref(&self) -> &crate::Catalog {
+        self.catalog
+    }
+}
+
+impl crate::Catalog {
+    /// The tables' operations.
+    pub fn tables(&self) -> Tables<'_> {
+        Tables { catalog: self }
+    }
+}
 
 const PROPERTY_FORMAT_VERSION: &str = "format-version";
 const PROPERTY_METADATA_PATH: &str = "write.metadata.path";
@@ -62,6 +85,16 @@ pub struct TableIdent {
 impl TableIdent {
     pub fn parse(namespace: &str, name: &str) -> Result<Self> {
         Self::new(NamespaceIdent::parse_encoded(namespace)?, name)
+    }
+
+    /// A view's identifier (its name checked as a view's).
+    pub fn parse_view(namespace: &str, name: &str) -> Result<Self> {
+        Self::view(NamespaceIdent::parse_encoded(namespace)?, name)
+    }
+
+    pub fn view(namespace: NamespaceIdent, name: &str) -> Result<Self> {
+        validate_name("view", name)?;
+        Self::new(namespace, name)
     }
 
     pub fn new(namespace: NamespaceIdent, name: &str) -> Result<Self> {
@@ -142,7 +175,7 @@ pub enum SnapshotMode {
 #[derive(Debug, Clone)]
 pub struct TableResult {
     /// The table's id; `None` for a staged (not yet created) table.
-    pub id: Option<String>,
+    pub id: Option<crate::ids::TabularId>,
     /// `None` for a staged (not yet created) table.
     pub metadata_location: Option<String>,
     /// The metadata JSON, verbatim as stored (no re-serialisation on the hot path).
@@ -153,9 +186,10 @@ pub struct TableResult {
     pub etag: String,
     /// The warehouse the table lives in (for credential vending).
     pub warehouse: Warehouse,
-    /// The access to the table's files the caller gets with it: what its privileges give on a
-    /// load, read-write for the creator of a table it creates or registers.
-    pub access: AccessLevel,
+    /// The access to the table's files the caller gets with it, as decided: what its privileges
+    /// give on a load, read-write for the creator of a table it creates or registers; `None`
+    /// (nothing vended or signed) for a table read without such a decision.
+    pub access: Option<FileGrant>,
 }
 
 impl TableResult {

@@ -1,29 +1,28 @@
 //! registerTable: adopting a metadata file that lies inside the table's own location, and
 //! with `overwrite` repointing an existing table at it.
 
+use super::Tables;
 use super::metadata_files::{etag, location_inside, metadata_file_json, parse_metadata_file, table_locations, to_json};
 use super::{SnapshotMode, TableIdent, TableResult};
 use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
-use crate::service::Catalog;
-use crate::storage::{AccessLevel, TableLocations};
+use crate::ids::WarehouseId;
+use crate::storage::TableLocations;
 use crate::store::{MetadataSwap, SwapOutcome, TabularKind};
 
-impl Catalog {
+impl Tables<'_> {
     /// registerTable: adopts an existing metadata file; with `overwrite`, repoints an existing
     /// table at it.
-    pub async fn register_table(
+    pub async fn register(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
-        namespace: &str,
-        name: &str,
+        prefix: &WarehouseId,
+        table: &TableIdent,
         metadata_location: &str,
         overwrite: bool,
     ) -> Result<TableResult> {
-        let table = TableIdent::parse(namespace, name)?;
-        let (warehouse, _) = self.namespace_with(ctx, prefix, &table.namespace, Privilege::Create).await?;
+        let (warehouse, allowed) = self.namespace_with(ctx, prefix, &table.namespace, Privilege::Create).await?;
         let root = warehouse.storage_root.as_str();
         location_inside(root, metadata_location)?;
         // Where the caller may place the table, before anything is read with the server's
@@ -40,7 +39,7 @@ impl Catalog {
             .map_err(|_| CatalogError::bad_request(format!("metadata file {metadata_location} is not UTF-8 JSON")))?
             .into();
         let cost = self.document_cost_of(&format!("metadata file {metadata_location}"), text.clone()).await?;
-        let held = crate::commit::held_by(text.len(), cost.build_bytes(), 0, 0);
+        let held = crate::commit_budget::held_by(text.len(), cost.build_bytes(), 0, 0);
         let _room = self.reserve_room_in(turn, held).await?;
         let metadata = parse_metadata_file(metadata_location, text.as_bytes())?;
         let (location, extra_locations) = table_locations(&warehouse, &metadata)?;
@@ -57,7 +56,7 @@ impl Catalog {
         self.check_placement(ctx, &warehouse, &table.namespace, &all).await?;
         let metadata_json = to_json(&metadata)?;
         self.check_size("document", metadata_json.len())?;
-        if overwrite && let Some(existing) = self.load_row(&warehouse, &table).await? {
+        if overwrite && let Some(existing) = self.load_row(&warehouse, table).await? {
             // Replacing a table's metadata is replacing the table: `write` and `drop` on it.
             let target = Target::Tabular {
                 warehouse_id: warehouse.id.clone(),
@@ -93,7 +92,7 @@ impl Catalog {
                     gzip: None,
                     metadata_json: self.remember(metadata_location, metadata_json),
                     warehouse,
-                    access: AccessLevel::ReadWrite,
+                    access: allowed.file_grant(),
                 }),
                 SwapOutcome::Conflict(_) => {
                     Err(CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry")))
@@ -121,7 +120,7 @@ impl Catalog {
             gzip: None,
             metadata_json: self.remember(metadata_location, metadata_json),
             warehouse,
-            access: AccessLevel::ReadWrite,
+            access: allowed.file_grant(),
         })
     }
 }

@@ -4,6 +4,7 @@ use super::TableIdent;
 use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
+use crate::ids::WarehouseId;
 use crate::service::Catalog;
 use crate::store::TabularKind;
 
@@ -15,10 +16,10 @@ impl Catalog {
     /// already hold on it every privilege the target namespace would confer on it there: a move
     /// never widens the mover's own access (`drop` plus `admin` on one's own namespace would
     /// otherwise be full control of any table one may drop).
-    pub async fn rename_tabular(
+    pub(crate) async fn rename_tabular(
         &self,
         ctx: &RequestContext,
-        prefix: &str,
+        prefix: &WarehouseId,
         kind: TabularKind,
         from: TableIdent,
         to: TableIdent,
@@ -76,5 +77,31 @@ impl Catalog {
         // Grants follow objects, and decisions are cached by name.
         ctx.access_changed();
         Ok(())
+    }
+}
+
+impl super::Tables<'_> {
+    /// renameTable (see [`Catalog::rename_tabular`]).
+    pub async fn rename(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        from: TableIdent,
+        to: TableIdent,
+    ) -> Result<()> {
+        self.rename_tabular(ctx, prefix, TabularKind::Table, from, to).await
+    }
+}
+
+impl crate::views::Views<'_> {
+    /// renameView (see [`Catalog::rename_tabular`]).
+    pub async fn rename(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        from: TableIdent,
+        to: TableIdent,
+    ) -> Result<()> {
+        self.rename_tabular(ctx, prefix, TabularKind::View, from, to).await
     }
 }

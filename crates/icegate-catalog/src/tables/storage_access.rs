@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use super::{SnapshotMode, TableResult};
+use super::{SnapshotMode, TableIdent, TableResult, Tables};
 use crate::access::Privilege;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
+use crate::ids::WarehouseId;
 use crate::service::Catalog;
-use crate::storage::{AccessLevel, Delegation, SignRequest, SignResult, TableAccessRequest, TableStorageAccess};
+use crate::storage::{Delegation, SignRequest, SignResult, TableAccessRequest, TableStorageAccess};
 use crate::store::TabularKind;
 
 /// Everything but RFC 3986's unreserved characters.
@@ -21,13 +22,12 @@ fn segment(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, SEGMENT).to_string()
 }
 
-/// Who asks for a table's files and how: what vending needs besides the table itself. The
-/// names are as the request's path gave them (they name the refresh endpoint).
+/// Who asks for a table's files and how: what vending needs besides the table itself (the
+/// table's path names the refresh endpoint).
 #[derive(Debug, Clone, Copy)]
 pub struct StorageRequest<'a> {
-    pub prefix: &'a str,
-    pub namespace: &'a str,
-    pub table: &'a str,
+    pub prefix: &'a WarehouseId,
+    pub table: &'a TableIdent,
     /// What the client asked for (`X-Iceberg-Access-Delegation`).
     pub delegation: Delegation,
     /// The `Host` the client reached the catalog at: the base of the refresh endpoint unless
@@ -37,7 +37,8 @@ pub struct StorageRequest<'a> {
 
 impl StorageRequest<'_> {
     fn table_path(&self) -> String {
-        format!("v1/{}/namespaces/{}/tables/{}", segment(self.prefix), segment(self.namespace), segment(self.table))
+        let namespace = self.table.namespace.encoded();
+        format!("v1/{}/namespaces/{}/tables/{}", segment(self.prefix), segment(&namespace), segment(&self.table.name))
     }
 }
 
@@ -50,16 +51,20 @@ impl Catalog {
             None => format!("http://{}", host.unwrap_or("localhost")),
         }
     }
+}
 
+impl Tables<'_> {
     /// Client configuration and vended credentials for a loaded (or created) table, at the
-    /// level the service decided for the caller (`result.access`), as its warehouse's profile
-    /// says; nothing for warehouses without object storage.
+    /// level the service decided for the caller (`result.access`, which only a decision makes),
+    /// as its warehouse's profile says; nothing for warehouses without object storage, or for a
+    /// result no decision gave access to its files.
     pub async fn storage_access(
         &self,
         result: &TableResult,
         request: &StorageRequest<'_>,
     ) -> Result<TableStorageAccess> {
         let Some(vendor) = self.vendor() else { return Ok(TableStorageAccess::default()) };
+        let Some(grant) = result.access else { return Ok(TableStorageAccess::default()) };
         if result.warehouse.storage_profile.s3().is_none() {
             return Ok(TableStorageAccess::default());
         }
@@ -69,7 +74,7 @@ impl Catalog {
         let access = TableAccessRequest {
             warehouse: &result.warehouse,
             locations: &locations,
-            access: result.access,
+            access: grant.level(),
             delegation: request.delegation,
             table_path: &table_path,
             base_url: &base_url,
@@ -79,12 +84,12 @@ impl Catalog {
 
     /// loadCredentials: fresh credentials for the table's locations, whatever the delegation
     /// header says (asking for credentials is asking for them).
-    pub async fn table_credentials(
+    pub async fn credentials(
         &self,
         ctx: &RequestContext,
         request: &StorageRequest<'_>,
     ) -> Result<Vec<(String, BTreeMap<String, String>)>> {
-        let result = self.load_table(ctx, request.prefix, request.namespace, request.table, SnapshotMode::All).await?;
+        let result = self.load(ctx, request.prefix, request.table, SnapshotMode::All).await?;
         let request =
             StorageRequest { delegation: Delegation { vended_credentials: true, ..Delegation::default() }, ..*request };
         Ok(self.storage_access(&result, &request).await?.credentials)
@@ -92,19 +97,20 @@ impl Catalog {
 
     /// signRequest: signs one request to object storage if it stays inside the table's
     /// locations and within what the caller's privileges give (`read`: reads only).
-    pub async fn sign_table_request(
+    pub async fn sign_request(
         &self,
         ctx: &RequestContext,
-        (prefix, namespace, table): (&str, &str, &str),
+        (prefix, table): (&WarehouseId, &TableIdent),
         sign: SignRequest,
     ) -> Result<SignResult> {
-        let result = self.load_table(ctx, prefix, namespace, table, SnapshotMode::All).await?;
+        let result = self.load(ctx, prefix, table, SnapshotMode::All).await?;
         let vendor = self
             .vendor()
             .ok_or_else(|| CatalogError::bad_request("this server does not serve object storage"))?
             .clone();
+        let grant = result.access.ok_or_else(|| CatalogError::Forbidden("no access to this table's files".into()))?;
         let locations = self.table_locations(&result).await?;
-        vendor.sign(&result.warehouse, &locations, result.access, sign).await
+        vendor.sign(&result.warehouse, &locations, grant.level(), sign).await
     }
 
     /// The storage access to hand out again with a replayed createTable or registerTable answer
@@ -115,7 +121,7 @@ impl Catalog {
     /// first was only while it still holds `create` there, the table is exactly what it created
     /// (`unchanged`: same metadata file, so the same locations) and it replaced nothing
     /// (`overwrite`); `None` too when the caller holds none of these.
-    pub async fn replayed_table(
+    pub async fn replayed(
         &self,
         ctx: &RequestContext,
         request: &StorageRequest<'_>,
@@ -123,11 +129,13 @@ impl Catalog {
         first_metadata_location: &str,
         overwrite: bool,
     ) -> Result<Option<TableResult>> {
-        let table = super::TableIdent::parse(request.namespace, request.table)?;
+        let table = request.table;
         let warehouse = self.warehouse_for_prefix(request.prefix).await?;
         let target =
             crate::authorization::tabular_target(&warehouse, &table.namespace, &table.name, TabularKind::Table);
-        let mut result = match self.current_table(warehouse, &table, SnapshotMode::All).await {
+        // Decided before the table is read.
+        let Some(allowed) = ctx.holds(&target, Privilege::Describe).await? else { return Ok(None) };
+        let mut result = match self.current_table(warehouse, table, SnapshotMode::All).await {
             Ok(result) => result,
             Err(CatalogError::NotFound { .. }) => return Ok(None),
             Err(other) => return Err(other),
@@ -143,25 +151,17 @@ impl Catalog {
             return Ok(None); // dropped and made anew since: not the table the first answer was about
         }
         let unchanged = result.metadata_location.as_deref() == Some(first_metadata_location);
-        let Some(allowed) = ctx.holds(&target, Privilege::Describe).await? else { return Ok(None) };
         // Decided (by a cached decision) about another table of that name, or about none: decided
         // again about this one; nothing to hand out when the name means yet another one.
         let object = result.id.clone().unwrap_or_default();
-        let gone = || CatalogError::no_such_table(&table);
+        let gone = || CatalogError::no_such_table(table);
         let allowed = match ctx.confirm(&target, Privilege::Describe, allowed, &object, gone, gone).await {
             Ok(allowed) => allowed,
             Err(CatalogError::NotFound { .. } | CatalogError::Forbidden(_)) => return Ok(None),
             Err(other) => return Err(other),
         };
-        result.access = match allowed.holdings() {
-            None => AccessLevel::ReadWrite,
-            // The creator only while it may still create there (`create` on the namespace).
-            Some(held) if held.has(Privilege::Write) || (unchanged && !overwrite && held.has(Privilege::Create)) => {
-                AccessLevel::ReadWrite
-            }
-            Some(held) if held.has(Privilege::Read) => AccessLevel::Read,
-            Some(_) => return Ok(None),
-        };
-        Ok(Some(result))
+        // The creator only while it may still create there (`create` on the namespace).
+        result.access = allowed.file_grant_as(unchanged && !overwrite);
+        Ok(result.access.is_some().then_some(result))
     }
 }

@@ -7,6 +7,7 @@ use icegate_catalog::access::{
 };
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::ident::NAMESPACE_SEPARATOR;
+use icegate_catalog::ids::{PrincipalId, TabularId};
 use icegate_catalog::store::TabularKind;
 use icegate_catalog::{CatalogError, NamespaceIdent, Result};
 use sqlx::any::AnyRow;
@@ -16,8 +17,9 @@ use crate::{SqlStore, db_error, taken_or_failed};
 
 mod guard;
 mod resolve;
+pub(crate) mod visible;
 
-use guard::{SERVER_ADMINS, SERVER_GRANTS_NOT_BY_CLAIM};
+use guard::SERVER_ADMINS;
 
 /// The byte range of names strictly below namespace `encoded`: `[encoded + US, encoded + ' ')`.
 pub(crate) fn below_range(encoded: &str) -> (String, String) {
@@ -45,7 +47,7 @@ const PRINCIPAL_COLUMNS: &str = "id, name, client_id, secret_hash, secret_versio
 fn principal_from(row: &AnyRow) -> Result<PrincipalRecord> {
     let row = PrincipalRow::from_row(row).map_err(db_error)?;
     Ok(PrincipalRecord {
-        id: row.id,
+        id: PrincipalId::new(row.id),
         name: row.name,
         client_id: row.client_id,
         secret_hash: row.secret_hash,
@@ -143,7 +145,7 @@ impl AccessStore for SqlStore {
     ) -> Result<PrincipalRecord> {
         let mut tx = self.begin_write().await?;
         let record = PrincipalRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: PrincipalId::new(uuid::Uuid::now_v7().to_string()),
             name: name.to_owned(),
             client_id: Some(client_id.to_owned()),
             secret_hash: Some(secret_hash.to_owned()),
@@ -156,7 +158,7 @@ impl AccessStore for SqlStore {
         let inserted = sqlx::query(
             "INSERT INTO principals (id, name, client_id, secret_hash, created_at) VALUES ($1, $2, $3, $4, $5)",
         )
-        .bind(&record.id)
+        .bind(record.id.as_str())
         .bind(name)
         .bind(client_id)
         .bind(secret_hash)
@@ -189,9 +191,9 @@ impl AccessStore for SqlStore {
         row.as_ref().map(principal_from).transpose()
     }
 
-    async fn principal_secret_state(&self, id: &str) -> Result<Option<SecretState>> {
+    async fn principal_secret_state(&self, id: &PrincipalId) -> Result<Option<SecretState>> {
         let row = sqlx::query("SELECT secret_version, previous_secret_until FROM principals WHERE id = $1")
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
@@ -228,7 +230,7 @@ impl AccessStore for SqlStore {
     async fn set_principal_secret(
         &self,
         write: &WriteContext,
-        id: &str,
+        id: &PrincipalId,
         secret_hash: &str,
         previous_until_ms: Option<i64>,
     ) -> Result<PrincipalRecord> {
@@ -242,7 +244,7 @@ impl AccessStore for SqlStore {
              WHERE id = $2 AND client_id IS NOT NULL",
         )
         .bind(secret_hash)
-        .bind(id)
+        .bind(id.as_str())
         .bind(previous_until_ms)
         .execute(&mut *tx)
         .await
@@ -251,7 +253,7 @@ impl AccessStore for SqlStore {
             return Err(not_found("Principal with client credentials", id));
         }
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE id = $1")))
-            .bind(id)
+            .bind(id.as_str())
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?
@@ -264,7 +266,7 @@ impl AccessStore for SqlStore {
     async fn rehash_principal_secret(
         &self,
         write: &WriteContext,
-        id: &str,
+        id: &PrincipalId,
         old_hash: &str,
         new_hash: &str,
     ) -> Result<bool> {
@@ -272,7 +274,7 @@ impl AccessStore for SqlStore {
         // Compare-and-set on the old hash: a rotation in between wins.
         let done = sqlx::query("UPDATE principals SET secret_hash = $1 WHERE id = $2 AND secret_hash = $3")
             .bind(new_hash)
-            .bind(id)
+            .bind(id.as_str())
             .bind(old_hash)
             .execute(&mut *tx)
             .await
@@ -399,11 +401,11 @@ impl AccessStore for SqlStore {
         rows.iter().map(|r| r.try_get("name").map_err(db_error)).collect()
     }
 
-    async fn principal_roles(&self, principal_id: &str) -> Result<Vec<String>> {
+    async fn principal_roles(&self, principal_id: &PrincipalId) -> Result<Vec<String>> {
         let rows = sqlx::query(
             "SELECT r.name FROM role_members m JOIN roles r ON r.id = m.role_id WHERE m.principal_id = $1 ORDER BY r.name",
         )
-        .bind(principal_id)
+        .bind(principal_id.as_str())
         .fetch_all(&self.pool)
         .await
         .map_err(db_error)?;
@@ -431,7 +433,7 @@ impl AccessStore for SqlStore {
                 let mut tx = self.begin_write().await?;
                 sqlx::query("UPDATE principals SET display_name = $1 WHERE id = $2")
                     .bind(display_name)
-                    .bind(&principal.id)
+                    .bind(principal.id.as_str())
                     .execute(&mut *tx)
                     .await
                     .map_err(db_error)?;
@@ -570,7 +572,7 @@ impl AccessStore for SqlStore {
         let limit = filter.limit.map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.role.clone())
-            .bind(filter.principal_id.clone())
+            .bind(filter.principal_id.as_deref())
             .bind(filter.privilege.map(Privilege::as_str))
             .bind(filter.securable_type.map(SecurableType::as_str))
             .bind(filter.warehouse.clone())
@@ -622,7 +624,7 @@ impl AccessStore for SqlStore {
         rows.iter().map(grant_from).collect()
     }
 
-    async fn holdings(&self, principal_id: &str, target: &Target, now: i64) -> Result<Holdings> {
+    async fn holdings(&self, principal_id: &PrincipalId, target: &Target, now: i64) -> Result<Holdings> {
         let (warehouse_id, namespace, tabular) = match target {
             Target::Server => (None, None, None),
             Target::Warehouse { warehouse_id } => (Some(warehouse_id.as_str()), None, None),
@@ -683,19 +685,16 @@ impl AccessStore for SqlStore {
         };
         // One round trip: what applies to the target, whether anything below it is held, and
         // which object it names.
+        let in_force = visible::grants_in_force(1, 2);
         let sql = format!(
-            "SELECT g.privilege, 0 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({direct_scope}) \
-             AND {SERVER_GRANTS_NOT_BY_CLAIM} \
+            "SELECT g.privilege, 0 AS below, g.expires_at {in_force} AND ({direct_scope}) \
              UNION ALL \
-             SELECT g.privilege, 1 AS below, g.expires_at FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-             WHERE m.principal_id = $1 AND (g.expires_at IS NULL OR g.expires_at > $2) AND ({below_scope}) \
-             AND {SERVER_GRANTS_NOT_BY_CLAIM}{object}"
+             SELECT g.privilege, 1 AS below, g.expires_at {in_force} AND ({below_scope}){object}"
         );
         let (name, kind) =
             tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
         let mut query = sqlx::query(AssertSqlSafe(sql))
-            .bind(principal_id)
+            .bind(principal_id.as_str())
             .bind(now)
             .bind(warehouse_id.unwrap_or(""))
             .bind(namespace.map(|n| n.encoded()).unwrap_or_default())
@@ -714,7 +713,7 @@ impl AccessStore for SqlStore {
                 .or_else(|_| row.try_get::<i64, _>("below").map(|v| v as i32))
                 .map_err(db_error)?;
             if below == 2 {
-                holdings.object = Some(row.try_get("privilege").map_err(db_error)?);
+                holdings.object = Some(TabularId::new(row.try_get::<String, _>("privilege").map_err(db_error)?));
                 continue;
             }
             let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;

@@ -69,7 +69,7 @@ impl SqlStore {
     }
 
     pub(super) async fn principal_id(&self, principal: &str) -> Result<String> {
-        Ok(self.principal_by_name(principal).await?.ok_or_else(|| not_found("Principal", principal))?.id)
+        Ok(self.principal_by_name(principal).await?.ok_or_else(|| not_found("Principal", principal))?.id.into_string())
     }
 }
 
@@ -94,7 +94,7 @@ impl SqlStore {
              AND (claims_issued_at IS NULL OR claims_issued_at <= $1)",
         )
         .bind(issued_at)
-        .bind(&principal.id)
+        .bind(principal.id.as_str())
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -103,7 +103,7 @@ impl SqlStore {
             return Ok(principal);
         }
         sqlx::query("DELETE FROM role_members WHERE principal_id = $1 AND source IN ('claim', 'claim-admin')")
-            .bind(&principal.id)
+            .bind(principal.id.as_str())
             .execute(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -114,7 +114,7 @@ impl SqlStore {
                 "INSERT INTO role_members (role_id, principal_id, source) SELECT id, $1, $3 FROM roles WHERE name = $2 \
                  ON CONFLICT DO NOTHING",
             )
-            .bind(&principal.id)
+            .bind(principal.id.as_str())
             .bind(role)
             .bind(source)
             .execute(&mut *tx)

@@ -1,15 +1,18 @@
 //! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
 //! drops, renames and listings.
 
+pub(crate) mod swap;
+
 use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::ids::{PrincipalId, TabularId, WarehouseId};
 use icegate_catalog::store::{
     Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind, TabularStore,
 };
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
 use sqlx::error::ErrorKind;
-use sqlx::{Any, AssertSqlSafe, FromRow, Row};
+use sqlx::{AssertSqlSafe, FromRow, Row};
 
 use crate::locations::id_of;
 use crate::{Backend, SqlStore, db_error, fetch_count, heads, is_violation, keyset_page, swap_error, taken_or_failed};
@@ -55,7 +58,7 @@ pub(crate) fn tabular(
         Some(gzip) => (inflate(&gzip)?, Some(gzip.into())),
         None => (metadata, None),
     };
-    Ok(Tabular { id, kind: kind_from(kind)?, location, metadata_location, metadata, gzip })
+    Ok(Tabular { id: TabularId::new(id), kind: kind_from(kind)?, location, metadata_location, metadata, gzip })
 }
 
 /// A stored gzip document's text. The store wrote it (from a document the catalog bounded by
@@ -125,7 +128,11 @@ async fn load_head(
     let sql = concat!("SELECT t.id, t.location, t.metadata_location ", by_name!());
     let key = (warehouse_id, namespace, name, kind);
     let read = read_in_place(store, sql, key, |row| {
-        Ok(TabularHead { id: row.get(0)?, location: row.get(1)?, metadata_location: row.get(2)? })
+        Ok(TabularHead {
+            id: TabularId::new(row.get::<_, String>(0)?),
+            location: row.get(1)?,
+            metadata_location: row.get(2)?,
+        })
     });
     if let Some(found) = read {
         return Ok(found);
@@ -133,7 +140,7 @@ async fn load_head(
     let row = fetch_by_name(store, sql, warehouse_id, namespace, name, kind).await?;
     row.map(|row| {
         Ok(TabularHead {
-            id: row.try_get("id").map_err(db_error)?,
+            id: TabularId::new(row.try_get::<String, _>("id").map_err(db_error)?),
             location: row.try_get("location").map_err(db_error)?,
             metadata_location: row.try_get("metadata_location").map_err(db_error)?,
         })
@@ -141,28 +148,16 @@ async fn load_head(
     .transpose()
 }
 
-/// The compare-and-swap itself: applies only if the row still points at the expected file.
-// The compare-and-swap: it applies only to the row that still has the expected metadata
-// location, under the name the commit was addressed to (the commit may have been staged on a
-// head remembered in memory, not read: a rename elsewhere must make it conflict).
-pub(crate) const SWAP_SQL: &str = "UPDATE tabulars SET metadata_location = $1, metadata = $2, metadata_gzip = $3, location = $4, \
-                        updated_at = $5 WHERE id = $6 AND metadata_location = $7 AND name = $8 \
-                        AND namespace_id = (SELECT n.id FROM namespaces n WHERE n.warehouse_id = $9 AND n.name = $10)";
-
 async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome, CatalogError> {
     let now = store.now_ms();
-    // The common case, one table and no new location, is a single autocommit statement: one
-    // round trip, and the database's row lock orders concurrent swaps.
+    // The common case, one table and no new location, is committed with the others queued
+    // meanwhile, in one transaction (`group_commit`).
     if let [only] = swaps
         && !only.locations_changed
         && write.idempotency.is_none()
+        && let Some(group) = &store.group
     {
-        // It is committed with the others queued meanwhile, in one transaction (`group_commit`).
-        if let Some(group) = &store.group {
-            return group.swap(store, only.clone()).await;
-        }
-        let done = bind_swap(only, now).execute(&store.pool).await.map_err(swap_error)?;
-        return Ok(if done.rows_affected() == 1 { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
+        return group.swap(store, only.clone()).await;
     }
     let mut tx = store.begin_write().await?;
     // Locks in one order (see `lock_order`): the warehouses whose locations change first, then
@@ -189,7 +184,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
                     leased_by: Some(&write.principal),
                     ..Own::default()
                 };
-                check_overlap(&mut tx, &swap.warehouse_id, location, own).await?;
+                check_overlap(&mut tx, &swap.warehouse_id, location, own, now).await?;
                 if let Some(namespace) = namespace.as_ref().filter(|_| !had.contains(location)) {
                     check_namespace_dirs(&mut tx, &swap.warehouse_id, namespace, location).await?;
                 }
@@ -201,7 +196,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
                 "SELECT location FROM tabulars WHERE id = $1{}",
                 if store.backend == Backend::Postgres { " FOR UPDATE" } else { "" }
             )))
-            .bind(&swap.id)
+            .bind(swap.id.as_str())
             .fetch_optional(&mut *tx)
             .await
             .map_err(db_error)?;
@@ -209,8 +204,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         } else {
             None
         };
-        let done = bind_swap(swap, now).execute(&mut *tx).await.map_err(db_error)?;
-        if done.rows_affected() != 1 {
+        if !swap::apply(&mut tx, swap, now).await.map_err(db_error)? {
             tx.rollback().await.map_err(db_error)?;
             return Ok(SwapOutcome::Conflict(index));
         }
@@ -247,43 +241,6 @@ async fn namespace_of(conn: &mut sqlx::AnyConnection, id: &str) -> Result<Option
     let Some(row) = row else { return Ok(None) };
     let encoded: String = row.try_get("name").map_err(db_error)?;
     NamespaceIdent::parse_encoded(&encoded).map(Some)
-}
-
-/// The values of [`SWAP_SQL`]'s parameters, in order: one list for both ways a swap is run
-/// (sqlx here, the SQLite group committer's own connection in `group_commit`).
-pub(crate) type SwapValues<'a> =
-    (&'a str, &'a str, Option<&'a [u8]>, &'a str, i64, &'a str, &'a str, &'a str, &'a str, String);
-
-pub(crate) fn swap_values(swap: &MetadataSwap, now: i64) -> SwapValues<'_> {
-    // A document stored compressed leaves the text column empty.
-    let text = if swap.metadata_gzip.is_some() { "" } else { &swap.metadata };
-    (
-        &swap.metadata_location,
-        text,
-        swap.metadata_gzip.as_deref(),
-        &swap.location,
-        now,
-        &swap.id,
-        &swap.expected_metadata_location,
-        &swap.name,
-        &swap.warehouse_id,
-        swap.namespace.encoded(),
-    )
-}
-
-pub(crate) fn bind_swap(swap: &MetadataSwap, now: i64) -> sqlx::query::Query<'_, Any, sqlx::any::AnyArguments> {
-    let v = swap_values(swap, now);
-    sqlx::query(SWAP_SQL)
-        .bind(v.0)
-        .bind(v.1)
-        .bind(v.2)
-        .bind(v.3)
-        .bind(v.4)
-        .bind(v.5)
-        .bind(v.6)
-        .bind(v.7)
-        .bind(v.8)
-        .bind(v.9)
 }
 
 async fn drop(
@@ -413,7 +370,7 @@ async fn rename(
 
 #[async_trait]
 impl TabularStore for SqlStore {
-    async fn create_tabular(&self, write: &WriteContext, new: &NewTabular<'_>) -> Result<String, CatalogError> {
+    async fn create_tabular(&self, write: &WriteContext, new: &NewTabular<'_>) -> Result<TabularId, CatalogError> {
         let mut tx = self.begin_write().await?;
         lock_warehouse(self, &mut tx, new.warehouse_id).await?;
         let namespace_id = id_of(&mut *tx, new.warehouse_id, new.namespace)
@@ -435,7 +392,7 @@ impl TabularStore for SqlStore {
             let reserved_as =
                 (new.kind == TabularKind::Table).then_some((namespace_id.as_str(), new.name, write.principal.as_str()));
             let own = Own { reserved_as, uuid: Some(&uuid), leased_by: Some(&write.principal), ..Own::default() };
-            check_overlap(&mut tx, new.warehouse_id, location, own).await?;
+            check_overlap(&mut tx, new.warehouse_id, location, own, self.now_ms()).await?;
             check_namespace_dirs(&mut tx, new.warehouse_id, new.namespace, location).await?;
         }
         let id = uuid::Uuid::now_v7().to_string();
@@ -444,7 +401,7 @@ impl TabularStore for SqlStore {
              metadata_gzip, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
         )
         .bind(&id)
-        .bind(new.warehouse_id)
+        .bind(new.warehouse_id.as_str())
         .bind(&namespace_id)
         .bind(new.name)
         .bind(new.kind.as_str())
@@ -481,19 +438,19 @@ impl TabularStore for SqlStore {
         // The row may point at a metadata file the caller wrote: a COMMIT that fails unanswered
         // and may still apply says so, and the caller keeps the file.
         self.commit_write_or(tx, write, swap_error).await?;
-        Ok(id)
+        Ok(TabularId::new(id))
     }
 
     async fn load_tabular(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
     ) -> Result<Option<Tabular>, CatalogError> {
         let sql =
             concat!("SELECT t.id, t.kind, t.location, t.metadata_location, t.metadata, t.metadata_gzip ", by_name!());
-        let key = (warehouse_id, namespace, name, kind);
+        let key = (warehouse_id.as_str(), namespace, name, kind);
         let read = read_in_place(self, sql, key, |row| {
             Ok((row.get(0)?, row.get::<_, String>(1)?, row.get(2)?, row.get(3)?, (row.get(4)?, row.get(5)?)))
         });
@@ -510,7 +467,7 @@ impl TabularStore for SqlStore {
 
     async fn load_tabular_head(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         kind: TabularKind,
@@ -544,16 +501,18 @@ impl TabularStore for SqlStore {
     async fn drop_tabular(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         (namespace, name): (&NamespaceIdent, &str),
         kind: TabularKind,
         lease_until_ms: i64,
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return drop(self, write, (warehouse_id, namespace, name, kind), lease_until_ms, expected_id).await;
+            let expected_id = expected_id.map(|id| id.as_str());
+            return drop(self, write, (warehouse_id.as_str(), namespace, name, kind), lease_until_ms, expected_id)
+                .await;
         };
-        let expected_id = expected_id.map(str::to_owned);
+        let expected_id = expected_id.cloned();
         let (store, write, warehouse_id, namespace, name) =
             (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
         icegate_catalog::detach::run_to_completion(async move {
@@ -567,15 +526,15 @@ impl TabularStore for SqlStore {
     }
 
     /// Every location recorded for a table or view: its base location and the others it owns.
-    async fn metadata_location_of(&self, tabular_id: &str) -> Result<Option<String>, CatalogError> {
+    async fn metadata_location_of(&self, tabular_id: &TabularId) -> Result<Option<String>, CatalogError> {
         sqlx::query_scalar("SELECT metadata_location FROM tabulars WHERE id = $1")
-            .bind(tabular_id)
+            .bind(tabular_id.as_str())
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)
     }
 
-    async fn recorded_locations(&self, tabular_id: &str) -> Result<Vec<String>, CatalogError> {
+    async fn recorded_locations(&self, tabular_id: &TabularId) -> Result<Vec<String>, CatalogError> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         recorded_locations_in(&mut conn, tabular_id).await
     }
@@ -586,20 +545,20 @@ impl TabularStore for SqlStore {
     async fn check_locations_free(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         (namespace, name): (&NamespaceIdent, &str),
         locations: &[String],
-        exclude_id: Option<&str>,
+        exclude_id: Option<&TabularId>,
     ) -> Result<(), CatalogError> {
         let mut conn = self.pool.acquire().await.map_err(db_error)?;
         let namespace_id = id_of(&mut *conn, warehouse_id, namespace).await?.unwrap_or_default();
         for location in locations {
             let own = Own {
-                tabular_id: exclude_id,
+                tabular_id: exclude_id.map(|id| id.as_str()),
                 reserved_as: Some((&namespace_id, name, &write.principal)),
                 ..Own::default()
             };
-            check_overlap(&mut conn, warehouse_id, location, own).await?;
+            check_overlap(&mut conn, warehouse_id, location, own, self.now_ms()).await?;
             check_namespace_dirs(&mut conn, warehouse_id, namespace, location).await?;
         }
         Ok(())
@@ -612,7 +571,7 @@ impl TabularStore for SqlStore {
     async fn reserve_locations(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         name: &str,
         locations: &[String],
@@ -625,7 +584,7 @@ impl TabularStore for SqlStore {
             .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
         for table in ["location_reservations", "location_leases"] {
             sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE warehouse_id = $1 AND expires_at <= $2")))
-                .bind(warehouse_id)
+                .bind(warehouse_id.as_str())
                 .bind(self.now_ms())
                 .execute(&mut *tx)
                 .await
@@ -633,7 +592,7 @@ impl TabularStore for SqlStore {
         }
         for location in locations {
             let own = Own { reserved_as: Some((&namespace_id, name, &write.principal)), ..Own::default() };
-            check_overlap(&mut tx, warehouse_id, location, own).await?;
+            check_overlap(&mut tx, warehouse_id, location, own, self.now_ms()).await?;
             check_namespace_dirs(&mut tx, warehouse_id, namespace, location).await?;
         }
         for location in locations {
@@ -643,7 +602,7 @@ impl TabularStore for SqlStore {
                  CASE WHEN excluded.expires_at > location_reservations.expires_at THEN excluded.expires_at \
                  ELSE location_reservations.expires_at END",
             )
-            .bind(warehouse_id)
+            .bind(warehouse_id.as_str())
             .bind(&namespace_id)
             .bind(name)
             .bind(&write.principal)
@@ -660,18 +619,18 @@ impl TabularStore for SqlStore {
     async fn rename_tabular(
         &self,
         write: &WriteContext,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         kind: TabularKind,
         from: (&NamespaceIdent, &str),
         to: (&NamespaceIdent, &str),
-        expected_id: Option<&str>,
+        expected_id: Option<&TabularId>,
     ) -> Result<(), CatalogError> {
         let Some(heads) = self.heads.clone() else {
-            return rename(self, write, warehouse_id, kind, from, to, expected_id).await;
+            return rename(self, write, warehouse_id, kind, from, to, expected_id.map(|id| id.as_str())).await;
         };
         let (store, write, warehouse_id) = (self.clone(), write.clone(), warehouse_id.to_owned());
         let (from, to) = ((from.0.clone(), from.1.to_owned()), (to.0.clone(), to.1.to_owned()));
-        let expected_id = expected_id.map(str::to_owned);
+        let expected_id = expected_id.cloned();
         icegate_catalog::detach::run_to_completion(async move {
             let renamed =
                 rename(&store, &write, &warehouse_id, kind, (&from.0, &from.1), (&to.0, &to.1), expected_id.as_deref())
@@ -685,22 +644,18 @@ impl TabularStore for SqlStore {
 
     async fn list_tabulars(
         &self,
-        warehouse_id: &str,
+        warehouse_id: &WarehouseId,
         namespace: &NamespaceIdent,
         kind: TabularKind,
         page: &PageRequest,
-        visible_to: Option<&str>,
+        visible_to: Option<&PrincipalId>,
     ) -> Result<Page<String>, CatalogError> {
         let namespace_id = id_of(&self.pool, warehouse_id, namespace)
             .await?
             .ok_or_else(|| CatalogError::no_such_namespace(namespace))?;
-        // With `visible_to`: only tables or views the principal ($5, at time $6) holds a grant on.
-        let visible = if visible_to.is_some() {
-            " AND EXISTS (SELECT 1 FROM grants g JOIN role_members m ON m.role_id = g.role_id \
-              WHERE m.principal_id = $5 AND (g.expires_at IS NULL OR g.expires_at > $6) AND g.tabular_id = t.id)"
-        } else {
-            ""
-        };
+        // With `visible_to`: only tables or views the principal holds a grant on (`access::visible`).
+        let visible =
+            if visible_to.is_some() { format!(" AND {}", *crate::access::visible::TABULAR) } else { String::new() };
         // Assembled from constant fragments only; every value is a bind parameter.
         let sql = format!(
             "SELECT t.name FROM tabulars t WHERE t.namespace_id = $1 AND t.kind = $2 AND t.name > $3{visible} \
@@ -712,7 +667,7 @@ impl TabularStore for SqlStore {
             .bind(page.after.clone().unwrap_or_default())
             .bind(fetch_count(page));
         if let Some(principal) = visible_to {
-            query = query.bind(principal).bind(self.now_ms());
+            query = query.bind(principal.as_str()).bind(self.now_ms());
         }
         let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
         let names: Vec<String> = rows.iter().map(|r| r.try_get("name")).collect::<Result<_, _>>().map_err(db_error)?;

@@ -11,7 +11,8 @@ use sqlx::Connection;
 use tokio::net::{TcpListener, TcpStream};
 
 /// PostgreSQL: two tables a and b (a's id sorts first), in namespace `db` of a new warehouse.
-async fn two_postgres_tables() -> (TestDatabase, String, String, String) {
+async fn two_postgres_tables()
+-> (TestDatabase, icegate_catalog::WarehouseId, icegate_catalog::TabularId, icegate_catalog::TabularId) {
     let db = TestDatabase::new(TestBackend::Postgres).await;
     let wh = warehouse(&db.store, "w").await;
     db.store.create_namespace(&WriteContext::NONE, &wh, &ns("db"), &Properties::new()).await.unwrap();
@@ -56,7 +57,7 @@ async fn row_is_free(url: &str, id: &str) -> bool {
     free.is_ok()
 }
 
-async fn metadata_location(db: &TestDatabase, wh: &str, name: &str) -> String {
+async fn metadata_location(db: &TestDatabase, wh: &icegate_catalog::WarehouseId, name: &str) -> String {
     db.store.load_tabular(wh, &ns("db"), name, TabularKind::Table).await.unwrap().unwrap().metadata_location
 }
 
@@ -101,7 +102,7 @@ async fn a_postgres_group_never_waits_for_a_row_so_it_cannot_deadlock() {
     let mut other = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::raw_sql("BEGIN").execute(&mut other).await.unwrap();
     let touch = "UPDATE tabulars SET updated_at = updated_at + 1 WHERE id = $1";
-    sqlx::query(touch).bind(&b).execute(&mut other).await.unwrap();
+    sqlx::query(touch).bind(b.as_str()).execute(&mut other).await.unwrap();
     let swaps = tokio::spawn({
         let store = store.clone();
         let (swap_a, swap_b) = (swap(&a, &wh, "a", a0, "a1"), swap(&b, &wh, "b", b0, "b1"));
@@ -116,7 +117,7 @@ async fn a_postgres_group_never_waits_for_a_row_so_it_cannot_deadlock() {
     });
     // b's swap, alone, waits for the other transaction, which now takes a: a is free.
     until_waiting_for_locks(&db.url, 1).await;
-    sqlx::query(touch).bind(&a).execute(&mut other).await.unwrap();
+    sqlx::query(touch).bind(a.as_str()).execute(&mut other).await.unwrap();
     sqlx::raw_sql("COMMIT").execute(&mut other).await.unwrap();
     let outcomes = tokio::time::timeout(std::time::Duration::from_secs(20), swaps).await.unwrap().unwrap();
     assert_eq!(outcomes, (SwapOutcome::Applied, SwapOutcome::Applied));
@@ -158,10 +159,11 @@ async fn a_postgres_group_survives_its_connection_closing_and_a_missing_function
     let write = WriteContext::NONE;
     assert_eq!(store.swap_metadata(&write, &[swap(&a, &wh, "a", a0, "a1")]).await.unwrap(), SwapOutcome::Applied);
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    let closed: i64 = sqlx::query_scalar(
+    let function = icegate_store::testing::postgres_group_function();
+    let closed: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = current_database() AND query LIKE 'SELECT icegate_swap_metadata%') AS t",
-    )
+         WHERE datname = current_database() AND query LIKE 'SELECT {function}%') AS t"
+    )))
     .fetch_one(&mut admin)
     .await
     .unwrap();
@@ -169,7 +171,7 @@ async fn a_postgres_group_survives_its_connection_closing_and_a_missing_function
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert_eq!(store.swap_metadata(&write, &[swap(&a, &wh, "a", "a1", "a2")]).await.unwrap(), SwapOutcome::Applied);
     assert_eq!(store.group_commits(), Some((2, 0)), "both groups ran on the committer's connection");
-    sqlx::raw_sql("DROP FUNCTION icegate_swap_metadata").execute(&mut admin).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP FUNCTION {function}"))).execute(&mut admin).await.unwrap();
     assert_eq!(store.swap_metadata(&write, &[swap(&a, &wh, "a", "a2", "a3")]).await.unwrap(), SwapOutcome::Applied);
     assert_eq!(store.group_commits(), Some((2, 1)), "the group without its function ran through the pool");
     assert_eq!(metadata_location(&db, &wh, "a").await, "a3");
@@ -202,7 +204,7 @@ async fn a_postgres_multi_table_commit_takes_locks_in_one_order() {
     let mut holder = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::raw_sql("BEGIN").execute(&mut holder).await.unwrap();
     sqlx::query("SELECT 1 FROM warehouses WHERE id = $1 FOR NO KEY UPDATE")
-        .bind(&wh)
+        .bind(wh.as_str())
         .execute(&mut holder)
         .await
         .unwrap();
@@ -410,14 +412,15 @@ async fn a_group_fenced_before_it_runs_applies_nothing() {
     let mut connection = sqlx::PgConnection::connect(&db.url).await.unwrap();
     // The group of one swap of a, from a0 to a1, under `token`.
     let group = |token: &'static str| {
-        sqlx::query_scalar::<_, Vec<i16>>(
-            "SELECT icegate_swap_metadata($1, ARRAY[$2], ARRAY[$3], ARRAY['a'], ARRAY[$4], ARRAY['db'], \
-             ARRAY['a1'], ARRAY['{}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], 0)",
-        )
+        sqlx::query_scalar::<_, Vec<i16>>(sqlx::AssertSqlSafe(format!(
+            "SELECT {}($1, 0, ARRAY['a1'], ARRAY['{{}}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], \
+             ARRAY[$2], ARRAY[$3], ARRAY['a'], ARRAY[$4], ARRAY['db'])",
+            icegate_store::testing::postgres_group_function()
+        )))
         .bind(token)
-        .bind(a.clone())
+        .bind(a.as_str())
         .bind(a0)
-        .bind(wh.clone())
+        .bind(wh.as_str())
     };
     sqlx::query("INSERT INTO swap_fences (token, created_at) VALUES ('late', 0)")
         .execute(&mut connection)

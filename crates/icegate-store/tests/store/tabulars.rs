@@ -5,20 +5,20 @@ use super::*;
 
 pub(crate) async fn table(
     store: &dyn CatalogStore,
-    wh: &str,
+    wh: &icegate_catalog::WarehouseId,
     name: &str,
     location: &str,
-) -> Result<String, CatalogError> {
+) -> Result<icegate_catalog::TabularId, CatalogError> {
     table_with(store, wh, name, location, &[]).await
 }
 
 pub(crate) async fn table_with(
     store: &dyn CatalogStore,
-    wh: &str,
+    wh: &icegate_catalog::WarehouseId,
     name: &str,
     location: &str,
     extra_locations: &[String],
-) -> Result<String, CatalogError> {
+) -> Result<icegate_catalog::TabularId, CatalogError> {
     store
         .create_tabular(
             &WriteContext::NONE,
@@ -38,10 +38,16 @@ pub(crate) async fn table_with(
 }
 
 /// A swap that keeps the table at `file:///w/db/<table>`.
-pub(crate) fn swap(id: &str, wh: &str, table: &str, expected: &str, new: &str) -> MetadataSwap {
+pub(crate) fn swap(
+    id: &str,
+    wh: &icegate_catalog::WarehouseId,
+    table: &str,
+    expected: &str,
+    new: &str,
+) -> MetadataSwap {
     MetadataSwap {
-        id: id.to_owned(),
-        warehouse_id: wh.to_owned(),
+        id: id.into(),
+        warehouse_id: wh.clone(),
         namespace: ns("db"),
         name: table.to_owned(),
         expected_metadata_location: expected.to_owned(),

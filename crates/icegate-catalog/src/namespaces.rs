@@ -1,0 +1,123 @@
+//! The namespaces: list, create, load, drop and update properties.
+
+use crate::access::Privilege;
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::ident::NamespaceIdent;
+use crate::ids::WarehouseId;
+use crate::pagination::{encode_token, page_request};
+use crate::service::{Catalog, Listing, UNIT_SEPARATOR};
+use crate::store::{Properties, PropertiesChange};
+
+/// The namespaces' operations ([`Catalog::namespaces`]).
+#[derive(Clone, Copy)]
+pub struct Namespaces<'a> {
+    pub(crate) catalog: &'a Catalog,
+}
+
+impl std::ops::Deref for Namespaces<'_> {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        self.catalog
+    }
+}
+
+impl Catalog {
+    /// The namespaces' operations.
+    pub fn namespaces(&self) -> Namespaces<'_> {
+        Namespaces { catalog: self }
+    }
+}
+
+impl Namespaces<'_> {
+    /// listNamespaces: for a caller that may describe the parent (or the warehouse), those of
+    /// its children the caller may see.
+    pub async fn list(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        parent: Option<&NamespaceIdent>,
+        page_token: Option<&str>,
+        page_size: Option<i64>,
+    ) -> Result<Listing<NamespaceIdent>> {
+        let page = page_request(page_token, page_size)?;
+        let (warehouse, allowed) = self.container_with(ctx, prefix, parent, Privilege::Describe).await?;
+        let page = self.store().list_namespaces(&warehouse.id, parent, &page, allowed.visible_to()).await?;
+        Ok(Listing { items: page.items, next_page_token: page.next_after.as_deref().map(encode_token) })
+    }
+
+    pub async fn create(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: NamespaceIdent,
+        properties: Properties,
+    ) -> Result<(NamespaceIdent, Properties)> {
+        let separator = self.namespace_separator();
+        if separator != UNIT_SEPARATOR && namespace.levels().iter().any(|level| level.contains(separator)) {
+            return Err(CatalogError::bad_request(format!(
+                "namespace levels cannot contain {separator:?}: this catalog joins levels with it in paths \
+                 (catalog.namespace_separator)"
+            )));
+        }
+        let parent = namespace.parent();
+        let (warehouse, _) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Create).await?;
+        self.store().create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
+        Ok((namespace, properties))
+    }
+
+    pub async fn load(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
+    ) -> Result<Properties> {
+        let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Describe).await?;
+        self.store()
+            .load_namespace(&warehouse.id, namespace)
+            .await?
+            .ok_or_else(|| CatalogError::no_such_namespace(namespace))
+    }
+
+    pub async fn exists(&self, ctx: &RequestContext, prefix: &WarehouseId, namespace: &NamespaceIdent) -> Result<()> {
+        let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Describe).await?;
+        if self.store().namespace_exists(&warehouse.id, namespace).await? {
+            Ok(())
+        } else {
+            Err(CatalogError::no_such_namespace(namespace))
+        }
+    }
+
+    pub async fn drop(&self, ctx: &RequestContext, prefix: &WarehouseId, namespace: &NamespaceIdent) -> Result<()> {
+        let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Drop).await?;
+        self.store().drop_namespace(&ctx.write(), &warehouse.id, namespace).await?;
+        // Grants follow objects: a namespace made anew under this name is another one.
+        ctx.access_changed();
+        Ok(())
+    }
+
+    pub async fn update_properties(
+        &self,
+        ctx: &RequestContext,
+        prefix: &WarehouseId,
+        namespace: &NamespaceIdent,
+        updates: Properties,
+        removals: Vec<String>,
+    ) -> Result<PropertiesChange> {
+        let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Write).await?;
+        let mut both: Vec<&str> = removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
+        if !both.is_empty() {
+            both.sort_unstable();
+            both.dedup();
+            return Err(CatalogError::Unprocessable(format!(
+                "keys present in both updates and removals: {}",
+                both.join(", ")
+            )));
+        }
+        let mut removals = removals;
+        removals.sort_unstable();
+        removals.dedup();
+        self.store().update_namespace_properties(&ctx.write(), &warehouse.id, namespace, &updates, &removals).await
+    }
+}

@@ -1,0 +1,150 @@
+//! The warehouses: getConfig and the management API's warehouse operations.
+
+use crate::access::{Privilege, Target};
+use crate::context::RequestContext;
+use crate::error::{CatalogError, Result};
+use crate::ident::{StorageRoot, WarehouseName};
+use crate::service::{Catalog, WarehouseView};
+use crate::storage::UnsealedProfile;
+use crate::store::Warehouse;
+
+/// The warehouses' operations ([`Catalog::warehouses`]).
+#[derive(Clone, Copy)]
+pub struct Warehouses<'a> {
+    pub(crate) catalog: &'a Catalog,
+}
+
+impl std::ops::Deref for Warehouses<'_> {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        self.catalog
+    }
+}
+
+impl Catalog {
+    /// The warehouses' operations.
+    pub fn warehouses(&self) -> Warehouses<'_> {
+        Warehouses { catalog: self }
+    }
+}
+
+impl Warehouses<'_> {
+    /// getConfig: the warehouse a `/v1/config` request asks for (or the configured default),
+    /// for a caller that may describe it.
+    pub async fn config(&self, ctx: &RequestContext, requested: Option<&str>) -> Result<Warehouse> {
+        let warehouse = self.config_warehouse(requested).await?;
+        let asked = requested.filter(|w| !w.is_empty()).unwrap_or(warehouse.name.as_str()).to_owned();
+        self.require_warehouse(ctx, &warehouse, &asked, Privilege::Describe).await?;
+        Ok(warehouse)
+    }
+
+    async fn config_warehouse(&self, requested: Option<&str>) -> Result<Warehouse> {
+        let name = match requested.filter(|w| !w.is_empty()) {
+            Some(name) => WarehouseName::parse(name)?,
+            None => self.default_warehouse().cloned().ok_or_else(|| {
+                CatalogError::bad_request(
+                    "no warehouse given and no default warehouse configured: \
+                     pass ?warehouse=NAME (the client's `warehouse` property)",
+                )
+            })?,
+        };
+        self.store().warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
+    }
+
+    /// Creates a warehouse; the profile's secrets are sealed with the catalog's key first.
+    pub async fn create(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        storage_root: &str,
+        profile: impl UnsealedProfile,
+    ) -> Result<Warehouse> {
+        ctx.require(&Target::Server, Privilege::Admin, || {
+            CatalogError::Forbidden("creating a warehouse requires admin on the server".into())
+        })
+        .await?;
+        let name = WarehouseName::parse(name)?;
+        let root = StorageRoot::parse(storage_root)?;
+        let profile = profile.seal(self.cipher())?;
+        self.authorize_profile(ctx, &profile).await?;
+        if self.store().warehouse_by_name(&name).await?.is_some() {
+            return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
+        }
+        self.check_profile(&name, &root, &profile).await?;
+        self.store().create_warehouse(&ctx.write(), &name, &root, &profile).await
+    }
+
+    /// Replaces a warehouse's storage profile (validated and probed like on create). Cached
+    /// clients and credentials of the old profile are not used again: they are keyed by version.
+    pub async fn update_storage_profile(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        profile: impl UnsealedProfile,
+    ) -> Result<Warehouse> {
+        let existing = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &existing, name, Privilege::Admin).await?;
+        let profile = profile.seal(self.cipher())?;
+        self.authorize_profile(ctx, &profile).await?;
+        self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
+        let updated = self.store().update_storage_profile(&ctx.write(), &existing.name, &profile).await?;
+        self.forget_warehouse(&updated.name);
+        Ok(updated)
+    }
+
+    /// The warehouses the caller may see: all of them with `describe` on the server, else those
+    /// it holds something on or in.
+    pub async fn list(&self, ctx: &RequestContext) -> Result<Vec<WarehouseView>> {
+        // All of them only for a privilege held on the server itself: holding something inside
+        // one warehouse (`describe` on the server by inheritance) shows that warehouse alone.
+        let visible_to = match ctx.holds(&Target::Server, Privilege::Describe).await? {
+            Some(allowed) => allowed.visible_to().cloned(),
+            None => ctx.caller().principal_id().cloned(),
+        };
+        let mut views = Vec::new();
+        for warehouse in self.store().list_warehouses(visible_to.as_ref()).await? {
+            views.push(self.view_of(ctx, warehouse).await?);
+        }
+        Ok(views)
+    }
+
+    /// A warehouse as the caller may see it (its profile's details only for its admins).
+    async fn view_of(&self, ctx: &RequestContext, warehouse: Warehouse) -> Result<WarehouseView> {
+        let target = Target::Warehouse { warehouse_id: warehouse.id.clone() };
+        let administered = ctx.holds(&target, Privilege::Admin).await?.is_some();
+        Ok(WarehouseView { warehouse, administered })
+    }
+
+    pub async fn get(&self, ctx: &RequestContext, name: &str) -> Result<WarehouseView> {
+        let warehouse = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &warehouse, name, Privilege::Describe).await?;
+        self.view_of(ctx, warehouse).await
+    }
+
+    pub async fn delete(&self, ctx: &RequestContext, name: &str) -> Result<()> {
+        let warehouse = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &warehouse, name, Privilege::Admin).await?;
+        let name = warehouse.name;
+        self.store().delete_warehouse(&ctx.write(), &name).await?;
+        self.forget_warehouse(&name);
+        Ok(())
+    }
+}
+
+impl Catalog {
+    /// The warehouse named `name`, without authorization (the management API's own lookups).
+    pub(crate) async fn warehouse_named(&self, name: &str) -> Result<Warehouse> {
+        let name = WarehouseName::parse(name).map_err(|_| CatalogError::no_such_warehouse(name))?;
+        self.store().warehouse_by_name(&name).await?.ok_or_else(|| CatalogError::no_such_warehouse(&name))
+    }
+
+    /// The warehouse's id, for naming it in a grant (absent and invisible alike: `None`).
+    pub(crate) async fn warehouse_id_of(&self, name: &str) -> Result<Option<crate::ids::WarehouseId>> {
+        match self.warehouse_named(name).await {
+            Ok(warehouse) => Ok(Some(warehouse.id)),
+            Err(CatalogError::NotFound { .. } | CatalogError::BadRequest(_)) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+}
