@@ -12,7 +12,7 @@ use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::AccessLevel;
 use icegate_catalog::tables::CreateTable;
 use icegate_catalog::tables::SnapshotMode;
-use icegate_catalog::tables::TableIdent;
+use icegate_catalog::tables::{TableIdent, TableResult};
 use icegate_catalog::{
     Catalog, CatalogError, CatalogStore, NamespaceIdent, RequestContext, StorageRoot, WarehouseId, WarehouseName,
 };
@@ -74,6 +74,15 @@ impl Lab {
     }
 
     async fn table(&self, ctx: &RequestContext, namespace: &str, name: &str) -> Result<(), CatalogError> {
+        self.create_table(ctx, namespace, name).await.map(|_| ())
+    }
+
+    async fn create_table(
+        &self,
+        ctx: &RequestContext,
+        namespace: &str,
+        name: &str,
+    ) -> Result<TableResult, CatalogError> {
         let schema = serde_json::value::RawValue::from_string(
             r#"{"type": "struct", "fields": [{"id": 1, "name": "x", "required": false, "type": "long"}]}"#.into(),
         )
@@ -88,7 +97,7 @@ impl Lab {
             stage_create: false,
         };
         let namespace = NamespaceIdent::from_levels([namespace]).unwrap();
-        self.catalog.tables().create(ctx, &self.prefix, &namespace, request).await.map(|_| ())
+        self.catalog.tables().create(ctx, &self.prefix, &namespace, request).await
     }
 }
 
@@ -148,7 +157,7 @@ async fn file_access_is_only_what_a_decision_gave(lab: Lab) {
     let prefix = lab.prefix.clone();
     let tables = lab.catalog.tables();
     let orders = table("sales", "orders");
-    let level = |result: &icegate_catalog::tables::TableResult| result.access.map(|grant| grant.level());
+    let level = |result: &TableResult| result.access.map(|grant| grant.level());
     let reader = lab.principal("reader", &[(Privilege::Read, &["sales"])]).await;
     let loaded = tables.load(&reader, &prefix, &orders, SnapshotMode::All).await.unwrap();
     assert_eq!(level(&loaded), Some(AccessLevel::Read));
@@ -157,20 +166,7 @@ async fn file_access_is_only_what_a_decision_gave(lab: Lab) {
     assert_eq!(level(&loaded), Some(AccessLevel::ReadWrite));
     // The creator of a table reads and writes what it created, holding only `create`...
     let creator = lab.principal("creator", &[(Privilege::Create, &["sales"])]).await;
-    let schema = serde_json::value::RawValue::from_string(
-        r#"{"type": "struct", "fields": [{"id": 1, "name": "x", "required": false, "type": "long"}]}"#.into(),
-    )
-    .unwrap();
-    let request = CreateTable {
-        name: "mine".into(),
-        location: None,
-        schema: icegate_catalog::schema_cost::Pending::new(schema, "schema"),
-        partition_spec: None,
-        write_order: None,
-        properties: HashMap::new(),
-        stage_create: false,
-    };
-    let created = tables.create(&creator, &prefix, &namespace("sales"), request).await.unwrap();
+    let created = lab.create_table(&creator, "sales", "mine").await.unwrap();
     assert_eq!(level(&created), Some(AccessLevel::ReadWrite));
     // ... but loading it again needs `read`, like any table.
     assert!(forbidden(tables.load(&creator, &prefix, &table("sales", "mine"), SnapshotMode::All).await));

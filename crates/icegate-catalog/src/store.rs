@@ -320,6 +320,10 @@ pub trait TabularStore: Send + Sync {
         locations: &[String],
         exclude_id: Option<&TabularId>,
     ) -> Result<()>;
+    /// Removes what held locations and has expired by `now_ms`: staged creates' reservations,
+    /// dropped tables' and views' leases (and the store's own bookkeeping of that kind); how many
+    /// rows went. Nothing that still holds a location is touched (the expiry job).
+    async fn expire_location_holds(&self, now_ms: i64) -> Result<u64>;
     /// Reserves the locations of a staged create of `namespace.name` by `write`'s principal until
     /// `until_ms` (when the credentials vended for them expire), once they pass the checks of
     /// [`check_locations_free`](Self::check_locations_free), atomically. Other tables, views,

@@ -231,6 +231,9 @@ impl<F: Faults> TabularStore for FaultStore<F> {
         self.faults.before("drop_tabular").await?;
         self.inner.drop_tabular(x, w, t, k, lease_until_ms, expected_id).await
     }
+    async fn expire_location_holds(&self, now_ms: i64) -> Result<u64> {
+        self.inner.expire_location_holds(now_ms).await
+    }
     async fn metadata_location_of(&self, id: &TabularId) -> Result<Option<String>> {
         self.faults.before("metadata_location_of").await?;
         self.inner.metadata_location_of(id).await

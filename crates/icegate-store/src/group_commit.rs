@@ -106,9 +106,9 @@ const POSTGRES_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How long settling a group's outcome may take (see the module documentation); past it the
 /// group's outcome is unknown.
 const POSTGRES_SETTLE: Duration = Duration::from_secs(10);
-/// Fences of settled groups are removed after this long (a statement still on its way to the
-/// server by then is not to be feared).
-const FENCE_KEPT_MS: i64 = 24 * 3600 * 1000;
+/// Fences of settled groups are removed after this long, by the location-hold expiry job (a
+/// statement still on its way to the server by then is not to be feared).
+pub(crate) const FENCE_KEPT_MS: i64 = 24 * 3600 * 1000;
 
 /// How a PostgreSQL group begins: in READ COMMITTED whatever the server's default (an `UPDATE`
 /// that waited for a row then checks its expected location against the row as committed, and
@@ -507,11 +507,7 @@ async fn settle(store: &SqlStore, token: &str, error: &str) -> CatalogError {
     match fenced {
         Ok(Ok(())) => {
             tracing::warn!(%error, "a group commit's statement failed unanswered; its outcome is settled, the rows are read back");
-            // Old fences (of groups settled long ago) go; a failure here changes nothing.
-            let _ = sqlx::query("DELETE FROM swap_fences WHERE created_at < $1")
-                .bind(now - FENCE_KEPT_MS)
-                .execute(&store.pool)
-                .await;
+            // The fence stays a day (the location-hold expiry job removes it).
             store_unavailable(&error)
         }
         failed => {

@@ -2,7 +2,7 @@
 //! the warehouse lock that serialises the changes that allocate them; and a namespace's row id,
 //! which both namespaces and tables resolve.
 
-use icegate_catalog::{CatalogError, NamespaceIdent};
+use icegate_catalog::{CatalogError, NamespaceId, NamespaceIdent};
 use sqlx::{Any, AssertSqlSafe, Executor, Row};
 
 use crate::{Backend, SqlStore, db_error};
@@ -12,7 +12,7 @@ pub(crate) async fn id_of<'e, E>(
     executor: E,
     warehouse_id: &str,
     namespace: &NamespaceIdent,
-) -> Result<Option<String>, CatalogError>
+) -> Result<Option<NamespaceId>, CatalogError>
 where
     E: Executor<'e, Database = Any>,
 {
@@ -22,7 +22,7 @@ where
         .fetch_optional(executor)
         .await
         .map_err(db_error)?;
-    row.map(|r| r.try_get::<String, _>("id")).transpose().map_err(db_error)
+    row.map(|r| r.try_get::<String, _>("id").map(NamespaceId::new)).transpose().map_err(db_error)
 }
 
 /// Serialises location-allocating changes within one warehouse, so two concurrent creates can

@@ -96,7 +96,7 @@ impl NamespaceStore for SqlStore {
         )
         .bind(&id)
         .bind(warehouse_id.as_str())
-        .bind(parent_id)
+        .bind(parent_id.as_deref())
         .bind(namespace.encoded())
         .bind(now)
         .execute(&mut *tx)
@@ -135,7 +135,8 @@ impl NamespaceStore for SqlStore {
                 "n.parent_id = $1",
                 id_of(&self.pool, warehouse_id, parent)
                     .await?
-                    .ok_or_else(|| CatalogError::no_such_namespace(parent))?,
+                    .ok_or_else(|| CatalogError::no_such_namespace(parent))?
+                    .into_string(),
             ),
             None => ("n.warehouse_id = $1 AND n.parent_id IS NULL", warehouse_id.as_str().to_owned()),
         };
@@ -270,7 +271,7 @@ impl NamespaceStore for SqlStore {
                 "DELETE FROM namespace_properties WHERE namespace_id = $1 AND key IN ({}) RETURNING key",
                 placeholders.join(", ")
             );
-            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(&id);
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(id.as_str());
             for key in chunk {
                 query = query.bind(key.as_str());
             }

@@ -125,3 +125,27 @@ impl Drop for TestDatabase {
 pub fn postgres_group_function() -> &'static str {
     &crate::tabulars::swap::POSTGRES_GROUP.name
 }
+
+/// Runs each named test body (an `async fn(TestDatabase)`) once on SQLite and once on
+/// PostgreSQL, each on a database of its own: `mod sqlite` and `mod postgres` of tests.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::testing::TestDatabase::new($crate::testing::TestBackend::Sqlite).await).await
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::testing::TestDatabase::new($crate::testing::TestBackend::Postgres).await).await
+                }
+            )*
+        }
+    };
+}

@@ -11,6 +11,7 @@ const NOT_CHANGES: &[(&str, &str)] = &[
     ("finalize_idempotency_key", "the key's own answer, after the change it belongs to"),
     ("delete_idempotency_key", "the key's own lifecycle"),
     ("delete_idempotency_keys_before", "the key's own lifecycle (the expiry job)"),
+    ("expire_location_holds", "expired holds' own lifecycle (the expiry job); no live hold is touched"),
     ("enqueue", "the task queue's bookkeeping (a change's own tasks will go through commit_write)"),
     ("claim", "the task queue's bookkeeping"),
     ("heartbeat", "the task queue's bookkeeping"),

@@ -469,28 +469,7 @@ async fn migrations_are_idempotent(db: TestDatabase) {
     db.store.ping().await.unwrap();
 }
 
-macro_rules! store_tests {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::TestDatabase::new(super::TestBackend::Sqlite).await).await
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::TestDatabase::new(super::TestBackend::Postgres).await).await
-                }
-            )*
-        }
-    };
-}
-
-store_tests!(
+icegate_store::on_both_backends!(
     warehouse_names_are_unique,
     ensure_warehouse_creates_once_and_keeps_the_first_root,
     warehouse_roots_may_not_overlap,

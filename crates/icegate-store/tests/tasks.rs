@@ -11,7 +11,7 @@ use icegate_catalog::clock::{Clock, ManualClock};
 use icegate_catalog::jobs::{Finish, Job, NewTask, Progress, Runner, TaskFilter, TaskRun, TaskState, TaskStore};
 use icegate_catalog::store::prelude::*;
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, Properties, StorageRoot, WarehouseName};
-use icegate_store::testing::{TestBackend, TestDatabase};
+use icegate_store::testing::TestDatabase;
 use serde_json::{Value, json};
 
 const LEASE: i64 = 60_000;
@@ -281,28 +281,63 @@ async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
     assert_eq!(runs[0].result.as_ref().unwrap()["removed"], 1, "{:?}", runs[0]);
 }
 
-macro_rules! task_tests {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::TestDatabase::new(super::TestBackend::Sqlite).await).await
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::TestDatabase::new(super::TestBackend::Postgres).await).await
-                }
-            )*
-        }
+/// The location-hold expiry, a recurring job: a staged create's reservation goes once it has
+/// expired, one that has not stays until it has, and each is removed once.
+async fn expired_location_holds_are_removed_on_the_injected_clock(db: TestDatabase) {
+    let clock = ManualClock::now();
+    let store = Arc::new(db.store.clone().with_clock(clock.clone()));
+    let write = icegate_catalog::idempotency::WriteContext::by_principal("p", None);
+    let wh = store
+        .create_warehouse(
+            &write,
+            &WarehouseName::parse("w").unwrap(),
+            &StorageRoot::parse("file:///tmp/w").unwrap(),
+            &icegate_catalog::storage::StorageProfile::File,
+        )
+        .await
+        .unwrap()
+        .id;
+    let ns = NamespaceIdent::from_levels(["a"]).unwrap();
+    store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
+    let now = clock.now_ms();
+    store.reserve_locations(&write, &wh, &ns, "soon", &["file:///tmp/w/a/soon".into()], now + 60_000).await.unwrap();
+    store.reserve_locations(&write, &wh, &ns, "later", &["file:///tmp/w/a/later".into()], now + 400_000).await.unwrap();
+    let catalog: Arc<dyn CatalogStore> = store.clone();
+    let tasks: Arc<dyn TaskStore> = store.clone();
+    let job = icegate_catalog::jobs::location_expiry::LocationHoldExpiry::new(catalog);
+    let runner = Runner::new(tasks.clone(), clock.clone()).with_job(Arc::new(job)).every(
+        icegate_catalog::jobs::location_expiry::KIND,
+        Duration::from_secs(300),
+        "expiry",
+    );
+    let removed = || async {
+        let runs = tasks
+            .list_tasks(&TaskFilter {
+                kind: Some(icegate_catalog::jobs::location_expiry::KIND.into()),
+                state: Some(TaskState::Done),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut removed: Vec<i64> =
+            runs.iter().map(|run| run.result.as_ref().unwrap()["removed"].as_i64().unwrap()).collect();
+        removed.reverse();
+        removed
     };
+    runner.schedule().await.unwrap();
+    assert!(runner.run_next().await.unwrap());
+    clock.advance(Duration::from_secs(301));
+    assert!(runner.run_next().await.unwrap());
+    clock.advance(Duration::from_secs(301));
+    assert!(runner.run_next().await.unwrap());
+    clock.advance(Duration::from_secs(301));
+    assert!(runner.run_next().await.unwrap());
+    // In order of time (tasks are listed newest first): nothing expired; "soon" (60 s); "later"
+    // (400 s); nothing left.
+    assert_eq!(removed().await, [0, 1, 1, 0], "each hold removed once, and only after it expired");
 }
 
-task_tests!(
+icegate_store::on_both_backends!(
     a_task_is_claimed_once_when_due_and_finished_by_its_owner,
     a_dedupe_key_holds_one_active_task,
     an_expired_lease_passes_the_task_on_and_fences_the_old_worker,
@@ -312,4 +347,5 @@ task_tests!(
     a_killed_worker_s_task_is_resumed_from_its_checkpoint,
     an_unavailable_store_is_retried_later_and_other_errors_fail,
     idempotency_keys_expire_on_the_injected_clock,
+    expired_location_holds_are_removed_on_the_injected_clock,
 );

@@ -349,6 +349,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 icegate_catalog::jobs::idempotency_expiry::KIND,
                 std::time::Duration::from_secs(300),
                 "idempotency keys past their lifetime are removed",
+            )
+            .with_job(std::sync::Arc::new(icegate_catalog::jobs::location_expiry::LocationHoldExpiry::new(
+                store.clone(),
+            )))
+            .every(
+                icegate_catalog::jobs::location_expiry::KIND,
+                std::time::Duration::from_secs(300),
+                "expired location reservations and leases are removed",
             ),
     );
     let (stop_workers, workers_stop) = tokio::sync::watch::channel(false);

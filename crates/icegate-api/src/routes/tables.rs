@@ -557,7 +557,7 @@ pub async fn commit_transaction(
 }
 
 /// A replayed createTable or registerTable answer (an `Idempotency-Key` retry) with storage
-/// access vended again as the caller may have it now (see `Catalog::replayed_table`); `None`
+/// access vended again as the caller may have it now (see `Tables::replayed`); `None`
 /// to replay the stored answer as it is (it holds no credentials).
 ///
 /// Neither the request nor the stored answer is parsed into values: only the members read here

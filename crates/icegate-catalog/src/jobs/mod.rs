@@ -9,6 +9,7 @@
 //! [`Clock`](crate::clock::Clock), so their tests move a clock instead of waiting.
 
 pub mod idempotency_expiry;
+pub mod location_expiry;
 mod store;
 
 use std::collections::HashMap;

@@ -115,6 +115,18 @@ fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
     })
 }
 
+impl SqlStore {
+    /// The principal whose `column` (a unique one: `name`, `client_id`) is `value`.
+    async fn principal_where(&self, column: &'static str, value: &str) -> Result<Option<PrincipalRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE {column} = $1")))
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.as_ref().map(principal_from).transpose()
+    }
+}
+
 #[async_trait]
 impl AccessStore for SqlStore {
     async fn init_setting(&self, write: &WriteContext, key: &str, value: &str) -> Result<String> {
@@ -173,22 +185,11 @@ impl AccessStore for SqlStore {
     }
 
     async fn principal_by_name(&self, name: &str) -> Result<Option<PrincipalRecord>> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE name = $1")))
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?;
-        row.as_ref().map(principal_from).transpose()
+        self.principal_where("name", name).await
     }
 
     async fn principal_by_client_id(&self, client_id: &str) -> Result<Option<PrincipalRecord>> {
-        let row =
-            sqlx::query(AssertSqlSafe(format!("SELECT {PRINCIPAL_COLUMNS} FROM principals WHERE client_id = $1")))
-                .bind(client_id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db_error)?;
-        row.as_ref().map(principal_from).transpose()
+        self.principal_where("client_id", client_id).await
     }
 
     async fn principal_secret_state(&self, id: &PrincipalId) -> Result<Option<SecretState>> {

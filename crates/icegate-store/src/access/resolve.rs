@@ -43,7 +43,7 @@ impl SqlStore {
                     .bind(id)
                     .bind(&warehouse_id),
                     None => sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2 AND kind = $3")
-                        .bind(&namespace_id)
+                        .bind(namespace_id.as_str())
                         .bind(name),
                 };
                 let row = query.bind(kind).fetch_optional(&self.pool).await.map_err(db_error)?.ok_or_else(|| {
@@ -57,7 +57,7 @@ impl SqlStore {
                 // through renames, also into another namespace.
                 resolved.tabular_id = Some(row.try_get("id").map_err(db_error)?);
             } else {
-                resolved.namespace_id = Some(namespace_id);
+                resolved.namespace_id = Some(namespace_id.into_string());
             }
         }
         resolved.warehouse_id = Some(warehouse_id);

@@ -292,13 +292,7 @@ async fn drop(
     // Its locations stay out of reach of new tables, views and namespaces while credentials
     // vended for them may still work.
     if lease_until_ms > store.now_ms() {
-        // Expired leases go with each new one, so they do not pile up.
-        sqlx::query("DELETE FROM location_leases WHERE warehouse_id = $1 AND expires_at <= $2")
-            .bind(warehouse_id)
-            .bind(store.now_ms())
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        // Expired leases are removed by the expiry job (`jobs::location_expiry`).
         let uuid = uuid_of(&tabular.metadata);
         for location in std::iter::once(&tabular.location).chain(&extra) {
             sqlx::query(
@@ -352,7 +346,7 @@ async fn rename(
     let target_namespace =
         id_of(&mut *tx, warehouse_id, to.0).await?.ok_or_else(|| CatalogError::no_such_namespace(to.0))?;
     let updated = sqlx::query("UPDATE tabulars SET namespace_id = $1, name = $2, updated_at = $3 WHERE id = $4")
-        .bind(target_namespace)
+        .bind(target_namespace.as_str())
         .bind(to.1)
         .bind(store.now_ms())
         .bind(&id)
@@ -378,7 +372,7 @@ impl TabularStore for SqlStore {
             .ok_or_else(|| CatalogError::no_such_namespace(new.namespace))?;
         // A taken name is the more useful answer (409) than an overlapping location (400).
         let taken = sqlx::query("SELECT id FROM tabulars WHERE namespace_id = $1 AND name = $2")
-            .bind(&namespace_id)
+            .bind(namespace_id.as_str())
             .bind(new.name)
             .fetch_optional(&mut *tx)
             .await
@@ -402,7 +396,7 @@ impl TabularStore for SqlStore {
         )
         .bind(&id)
         .bind(new.warehouse_id.as_str())
-        .bind(&namespace_id)
+        .bind(namespace_id.as_str())
         .bind(new.name)
         .bind(new.kind.as_str())
         .bind(new.location)
@@ -427,7 +421,7 @@ impl TabularStore for SqlStore {
                 "DELETE FROM location_reservations \
                  WHERE namespace_id = $1 AND name = $2 AND principal = $3 AND location = $4",
             )
-            .bind(&namespace_id)
+            .bind(namespace_id.as_str())
             .bind(new.name)
             .bind(&write.principal)
             .bind(location)
@@ -526,6 +520,26 @@ impl TabularStore for SqlStore {
     }
 
     /// Every location recorded for a table or view: its base location and the others it owns.
+    async fn expire_location_holds(&self, now_ms: i64) -> Result<u64, CatalogError> {
+        let mut removed = 0;
+        for sql in [
+            "DELETE FROM location_reservations WHERE expires_at <= $1",
+            "DELETE FROM location_leases WHERE expires_at <= $1",
+        ] {
+            removed += sqlx::query(sql).bind(now_ms).execute(&self.pool).await.map_err(db_error)?.rows_affected();
+        }
+        // Settlers' fences of group commits (see `group_commit`), kept a day.
+        if self.backend == Backend::Postgres {
+            let done = sqlx::query("DELETE FROM swap_fences WHERE created_at < $1")
+                .bind(now_ms - crate::group_commit::FENCE_KEPT_MS)
+                .execute(&self.pool)
+                .await
+                .map_err(db_error)?;
+            removed += done.rows_affected();
+        }
+        Ok(removed)
+    }
+
     async fn metadata_location_of(&self, tabular_id: &TabularId) -> Result<Option<String>, CatalogError> {
         sqlx::query_scalar("SELECT metadata_location FROM tabulars WHERE id = $1")
             .bind(tabular_id.as_str())
@@ -603,7 +617,7 @@ impl TabularStore for SqlStore {
                  ELSE location_reservations.expires_at END",
             )
             .bind(warehouse_id.as_str())
-            .bind(&namespace_id)
+            .bind(namespace_id.as_str())
             .bind(name)
             .bind(&write.principal)
             .bind(location)
@@ -662,7 +676,7 @@ impl TabularStore for SqlStore {
              ORDER BY t.name LIMIT $4"
         );
         let mut query = sqlx::query(AssertSqlSafe(sql))
-            .bind(namespace_id)
+            .bind(namespace_id.as_str())
             .bind(kind.as_str())
             .bind(page.after.clone().unwrap_or_default())
             .bind(fetch_count(page));
