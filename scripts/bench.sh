@@ -6,7 +6,8 @@
 #
 # sqlite: the embedded default in a temporary data directory. postgres: a fresh database
 # `icegate_bench_<pid>` on ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), dropped
-# afterwards; 32 pool connections. Prints icegate's RSS after the run.
+# afterwards; 32 pool connections. Prints icegate's RSS after the run. ICEGATE_BIN: a prebuilt
+# icegate to run instead of this tree's release build (A/B of two builds).
 # e.g. scripts/bench.sh postgres --workloads create-tree,http-floor,commit --repeat 3 --seconds 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +39,7 @@ case "$store" in
     ;;
   *) echo "unknown store $store (sqlite or postgres)" >&2; exit 2 ;;
 esac
-env "${env[@]}" "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" \
+env "${env[@]}" "${ICEGATE_BIN:-$TARGET/release/icegate}" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" \
   2>"$work/icegate.err" &
 pid=$!
 for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && break; sleep 0.05; done
