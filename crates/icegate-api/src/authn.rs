@@ -91,7 +91,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
 /// The caller, and the secret version its token was issued under (icegate-issued tokens).
 async fn authenticate(security: &Security, authorization: Option<&str>) -> Result<(Caller, Option<i64>), CatalogError> {
     let TokenCaller { caller, secret_version } = security.authenticate(authorization).await?;
-    if let Caller::Principal { id, name } = &caller
+    if let Caller::Principal { id, name, .. } = &caller
         && !security.authorizer.principal_active(id, secret_version).await?
     {
         tracing::info!(principal = %name, principal_id = %id, "request not authenticated: the principal was deleted or its secret rotated");
@@ -103,7 +103,7 @@ async fn authenticate(security: &Security, authorization: Option<&str>) -> Resul
 /// One line per request with what was decided. A principal's request answered with success
 /// without any decision would be an operation that forgot to authorize: logged as an error.
 fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &Response) {
-    let Caller::Principal { id, name } = ctx.caller() else { return };
+    let Caller::Principal { id, name, .. } = ctx.caller() else { return };
     let status = response.status().as_u16();
     ctx.with_decisions(|decisions| {
         let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");

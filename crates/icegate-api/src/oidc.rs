@@ -231,7 +231,12 @@ impl OidcVerifier {
             )
             .await?;
         self.provisioned.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let caller = Caller::Principal { id: principal.id, name: principal.name };
+        let via = icegate_catalog::actors::Authentication::Oidc {
+            issuer: issuer.config.issuer.clone(),
+            subject: subject.clone(),
+            token: icegate_catalog::actors::Authentication::token_digest(&digest(token)),
+        };
+        let caller = Caller::Principal { id: principal.id, name: principal.name, via };
         let expires_in = claims.get("exp").and_then(Value::as_u64).map_or(0, |exp| {
             exp.saturating_sub(
                 std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),

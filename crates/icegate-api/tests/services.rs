@@ -57,7 +57,8 @@ impl Lab {
             };
             self.access.grant(&write, &role, *privilege, (&securable, None), None).await.unwrap();
         }
-        RequestContext::new(Caller::Principal { id: principal.id, name: name.into() }, self.authorizer.clone())
+        let via = icegate_catalog::actors::Authentication::Direct;
+        RequestContext::new(Caller::Principal { id: principal.id, name: name.into(), via }, self.authorizer.clone())
     }
 
     fn system(&self) -> RequestContext {
@@ -209,6 +210,37 @@ async fn a_commit_decides_before_it_reads(lab: Lab) {
     assert_eq!(asked, [Privilege::Describe, Privilege::Write]);
 }
 
+/// A caller authenticated by an icegate token says so, naming the token by a digest (never the
+/// token), the same for every request with that token, and another for another token.
+async fn a_token_caller_says_how_it_authenticated(lab: Lab) {
+    use icegate_catalog::actors::Authentication;
+    let write = WriteContext::NONE;
+    let secret = icegate_catalog::tokens::random_secret();
+    let hash = icegate_catalog::tokens::hash_secret(&secret).unwrap();
+    lab.access.create_principal(&write, "etl", "etl-client", &hash).await.unwrap();
+    let settings = icegate_catalog::tokens::AuthSettings {
+        required: true,
+        issuer: "icegate".into(),
+        audience: "icegate".into(),
+        token_lifetime: std::time::Duration::from_secs(3600),
+        leeway: std::time::Duration::from_secs(5),
+    };
+    let authenticator = icegate_catalog::tokens::Authenticator::new(settings, lab.access.clone(), None).await.unwrap();
+    let via = |token: &str| {
+        let caller = authenticator.authenticate(Some(&format!("Bearer {token}"))).unwrap().caller;
+        let Caller::Principal { name, via, .. } = caller else { panic!("not a principal: {caller:?}") };
+        assert_eq!(name, "etl");
+        via
+    };
+    let first = authenticator.issue_token("etl-client", &secret).await.unwrap().access_token;
+    let Authentication::Icegate { token } = via(&first) else { panic!("not an icegate token") };
+    assert_eq!(token.len(), 16);
+    assert!(!first.contains(&token), "a digest, not a piece of the token");
+    assert_eq!(via(&first), Authentication::Icegate { token: token.clone() }, "once verified, the same");
+    let second = authenticator.issue_token("etl-client", &secret).await.unwrap().access_token;
+    assert_ne!(via(&second), Authentication::Icegate { token }, "another token, another digest");
+}
+
 /// The system acts unrestricted and says so: its decisions and its writes name it.
 async fn the_system_acts_unrestricted_and_is_named(lab: Lab) {
     let ctx = RequestContext::system("maintenance", Some("task-7"));
@@ -247,5 +279,6 @@ service_tests!(
     each_service_decides_on_what_it_parsed,
     file_access_is_only_what_a_decision_gave,
     a_commit_decides_before_it_reads,
+    a_token_caller_says_how_it_authenticated,
     the_system_acts_unrestricted_and_is_named
 );

@@ -134,7 +134,7 @@ impl AccessAdmin {
         // token of the current secret — else a leaked secret, during the grace period its owner
         // gave it, could replace the new one and keep itself alive.
         let own = match ctx.caller() {
-            Caller::Principal { id, name: caller } if caller == name => {
+            Caller::Principal { id, name: caller, .. } if caller == name => {
                 self.access.principal_by_name(name).await?.filter(|p| &p.id == id)
             }
             _ => None,
@@ -347,7 +347,7 @@ impl AccessAdmin {
     ) -> Result<Vec<GrantRecord>> {
         // Its own grants: by id, as for rotations.
         let own = match (principal, ctx.caller()) {
-            (Some(p), Caller::Principal { id, name }) if name == p => {
+            (Some(p), Caller::Principal { id, name, .. }) if name == p => {
                 self.access.principal_by_name(p).await?.filter(|record| &record.id == id)
             }
             _ => None,
@@ -394,7 +394,7 @@ impl AccessAdmin {
 
     /// The caller, its roles and what it holds on the server (any authenticated caller).
     pub async fn whoami(&self, ctx: &RequestContext) -> Result<WhoAmI> {
-        let Caller::Principal { id, name } = ctx.caller() else {
+        let Caller::Principal { id, name, .. } = ctx.caller() else {
             return Ok(WhoAmI { principal: None, roles: Vec::new(), server_privileges: Privilege::ALL.to_vec() });
         };
         let roles = self.access.principal_roles(id).await?;

@@ -94,11 +94,31 @@ pub enum Target {
 pub enum Caller {
     /// `auth.mode = none`: anyone who reaches the server, allowed everything.
     Anonymous,
-    /// An authenticated principal (by icegate's token or an external issuer's).
-    Principal { id: PrincipalId, name: String },
+    /// An authenticated principal, and how it proved who it is.
+    Principal { id: PrincipalId, name: String, via: Authentication },
     /// The system: start-up, or background work (`job`, the task it runs), allowed everything
     /// for the reason its task records.
     System { job: String, task_id: Option<String> },
+}
+
+/// How a principal proved who it is (for the record of what it did: never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authentication {
+    /// A token icegate issued for the principal's client credentials; `token`: the first 16 hex
+    /// digits of the token's SHA-256, to tell its tokens apart.
+    Icegate { token: String },
+    /// A token of an external (OIDC) issuer: the issuer, the subject it vouched for, and the
+    /// token's digest as above.
+    Oidc { issuer: String, subject: String, token: String },
+    /// No request: a tool or a test acting as the principal.
+    Direct,
+}
+
+impl Authentication {
+    /// The digest that names a token in records: 16 hex digits of its SHA-256.
+    pub fn token_digest(sha256: &[u8; 32]) -> String {
+        sha256[..8].iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 impl Caller {

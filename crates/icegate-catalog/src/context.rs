@@ -303,7 +303,13 @@ mod tests {
         );
         assert_eq!(Caller::Anonymous.describe(), "anonymous");
         assert_eq!(
-            Caller::Principal { id: PrincipalId::new("i"), name: "n".into() }.principal_id().map(|id| id.as_str()),
+            Caller::Principal {
+                id: PrincipalId::new("i"),
+                name: "n".into(),
+                via: crate::actors::Authentication::Direct
+            }
+            .principal_id()
+            .map(|id| id.as_str()),
             Some("i")
         );
     }

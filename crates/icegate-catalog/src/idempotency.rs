@@ -81,6 +81,7 @@ impl WriteContext {
             actor: crate::actors::Caller::Principal {
                 id: crate::ids::PrincipalId::new(principal),
                 name: principal.to_owned(),
+                via: crate::actors::Authentication::Direct,
             },
             decisions: Vec::new(),
             idempotency,

@@ -12,6 +12,7 @@
 //! a few at a time, answered 503 past that, and rehashed once they match.) Every rejection is
 //! logged with its reason and answered with the same 401, so a caller learns nothing about why.
 
+use crate::actors::Authentication;
 use crate::ids::PrincipalId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -437,7 +438,8 @@ impl Authenticator {
         if let Some(known) = self.verified.get(&digest) {
             // Expired exactly when jsonwebtoken would say so: `exp` more than `leeway` ago.
             if now_secs() <= known.exp.saturating_add(leeway) {
-                let caller = Caller::Principal { id: PrincipalId::new(known.id), name: known.name };
+                let via = Authentication::Icegate { token: Authentication::token_digest(&digest) };
+                let caller = Caller::Principal { id: PrincipalId::new(known.id), name: known.name, via };
                 return Ok(TokenCaller { caller, secret_version: Some(known.secret_version) });
             }
             self.verified.remove(&digest);
@@ -448,7 +450,11 @@ impl Authenticator {
                 let verified = Verified { id: sub.clone(), name: name.clone(), exp, secret_version: sv };
                 self.verified.insert(digest, verified);
                 Ok(TokenCaller {
-                    caller: Caller::Principal { id: PrincipalId::new(sub), name },
+                    caller: Caller::Principal {
+                        id: PrincipalId::new(sub),
+                        name,
+                        via: Authentication::Icegate { token: Authentication::token_digest(&digest) },
+                    },
                     secret_version: Some(sv),
                 })
             }
