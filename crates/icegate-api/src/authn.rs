@@ -68,18 +68,19 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
     }
     let method = request.method().clone();
     // axum answers HEAD with the GET handler where no HEAD handler exists.
-    let served = state
-        .operations
-        .get(route.as_str())
-        .is_some_and(|methods| methods.contains(&method) || (method == Method::HEAD && methods.contains(&Method::GET)));
-    if !served {
+    let operation = state.operations.get(route.as_str()).and_then(|methods| {
+        let served = |wanted: &Method| methods.iter().find(|(m, _)| m == wanted).map(|(_, id)| id.clone());
+        served(&method).or_else(|| if method == Method::HEAD { served(&Method::GET) } else { None })
+    });
+    let Some(operation) = operation else {
         return next.run(request).await; // a method the route does not serve: the router answers 405
-    }
+    };
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     let ctx = match authenticate(&state.security, authorization).await {
         Ok((caller, secret_version)) => RequestContext::new(caller, state.security.authorizer.clone())
             .with_secret_version(secret_version)
-            .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok())),
+            .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()))
+            .with_operation(operation),
         Err(err) => return ApiError::from(err).into_response(),
     };
     request.extensions_mut().insert(ctx.clone());
@@ -105,17 +106,18 @@ async fn authenticate(security: &Security, authorization: Option<&str>) -> Resul
 fn log_decisions(ctx: &RequestContext, method: &Method, route: &str, response: &Response) {
     let Caller::Principal { id, name, .. } = ctx.caller() else { return };
     let status = response.status().as_u16();
+    let operation = ctx.operation().unwrap_or_default();
     ctx.with_decisions(|decisions| {
         let listed = || decisions.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ");
         if decisions.is_empty() {
             if response.status().is_success() && !UNDECIDED_ROUTES.contains(&(method.as_str(), route)) {
-                tracing::error!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status,
+                tracing::error!(target: "icegate::authz", principal = %name, principal_id = %id, operation, %method, route, status,
                     "a request succeeded without an authorization decision");
             }
         } else if decisions.iter().any(|d| !d.outcome.allowed()) {
-            tracing::info!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status, decisions = %listed(), "authorization");
+            tracing::info!(target: "icegate::authz", principal = %name, principal_id = %id, operation, %method, route, status, decisions = %listed(), "authorization");
         } else if tracing::enabled!(target: "icegate::authz", tracing::Level::DEBUG) {
-            tracing::debug!(target: "icegate::authz", principal = %name, principal_id = %id, %method, route, status, decisions = %listed(), "authorization");
+            tracing::debug!(target: "icegate::authz", principal = %name, principal_id = %id, operation, %method, route, status, decisions = %listed(), "authorization");
         }
     });
 }

@@ -62,7 +62,8 @@ pub struct AppStateInner {
     pub access: icegate_catalog::access_admin::AccessAdmin,
     /// The methods of every documented route: a method a route does not serve is answered 405
     /// without authenticating.
-    pub operations: Arc<std::collections::HashMap<String, Vec<axum::http::Method>>>,
+    /// The documented operations by route: the verbs served, each with its operation id.
+    pub operations: Arc<Operations>,
 }
 
 /// Limits applied to every request.
@@ -153,12 +154,17 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
         .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
 }
 
-/// The documented operations, by route.
-fn methods_by_route(documents: &openapi::Documents) -> std::collections::HashMap<String, Vec<axum::http::Method>> {
-    let mut routes: std::collections::HashMap<String, Vec<axum::http::Method>> = std::collections::HashMap::new();
+/// The documented operations by route: each verb the route serves, with its operation id
+/// (`""` for an operation documented without one).
+pub type Operations = std::collections::HashMap<String, Vec<(axum::http::Method, Arc<str>)>>;
+
+fn methods_by_route(documents: &openapi::Documents) -> Operations {
+    let ids = documents.operation_ids();
+    let mut routes = Operations::new();
     for (method, route) in documents.operations() {
+        let id: Arc<str> = ids.get(&(method.clone(), route.clone())).map_or("", String::as_str).into();
         if let Ok(method) = method.parse() {
-            routes.entry(route).or_default().push(method);
+            routes.entry(route).or_default().push((method, id));
         }
     }
     routes

@@ -83,6 +83,21 @@ impl Documents {
         operations
     }
 
+    /// Each documented operation's id (`loadTable`, `createPrincipal`, ...), by verb and path.
+    pub fn operation_ids(&self) -> std::collections::HashMap<(String, String), String> {
+        let mut ids = std::collections::HashMap::new();
+        for document in [&self.iceberg_rest, &self.management] {
+            for (path, item) in document.paths.paths.iter() {
+                for (method, operation) in operations_of(item) {
+                    if let Some(id) = operation.and_then(|operation| operation.operation_id.clone()) {
+                        ids.insert((method.to_owned(), path.clone()), id);
+                    }
+                }
+            }
+        }
+        ids
+    }
+
     pub fn iceberg_rest_yaml(&self) -> String {
         self.iceberg_rest.to_yaml().expect("the Iceberg REST document serialises")
     }

@@ -22,6 +22,8 @@ pub struct RequestContext {
     authorizer: Option<Arc<Authorizer>>,
     idempotency: Option<Arc<IdempotencyScope>>,
     request_id: Option<Arc<str>>,
+    /// The operation the request asks for, by its id in the OpenAPI documents (`loadTable`).
+    operation: Option<Arc<str>>,
     /// Every decision taken for this request, in order (shared by the context's clones).
     decisions: Arc<Mutex<Vec<Decision>>>,
     /// The secret version the caller's token was issued under (icegate-issued tokens).
@@ -107,6 +109,7 @@ impl RequestContext {
             authorizer: Some(authorizer),
             idempotency: None,
             request_id: None,
+            operation: None,
             decisions: Arc::default(),
             secret_version: None,
         }
@@ -121,6 +124,7 @@ impl RequestContext {
             authorizer: None,
             idempotency: None,
             request_id: None,
+            operation: None,
             decisions: Arc::default(),
             secret_version: None,
         }
@@ -135,6 +139,16 @@ impl RequestContext {
 
     pub fn secret_version(&self) -> Option<i64> {
         self.secret_version
+    }
+
+    /// The operation asked for, by its OpenAPI operation id.
+    pub fn with_operation(mut self, operation: Arc<str>) -> Self {
+        self.operation = (!operation.is_empty()).then_some(operation);
+        self
+    }
+
+    pub fn operation(&self) -> Option<&str> {
+        self.operation.as_deref()
     }
 
     pub fn with_request_id(mut self, id: Option<&str>) -> Self {
@@ -152,7 +166,13 @@ impl RequestContext {
     pub fn write(&self) -> WriteContext {
         let principal = self.caller.principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
         let decisions = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
-        WriteContext { principal, actor: self.caller.clone(), decisions, idempotency: self.idempotency.clone() }
+        WriteContext {
+            principal,
+            actor: self.caller.clone(),
+            operation: self.operation.clone(),
+            decisions,
+            idempotency: self.idempotency.clone(),
+        }
     }
 
     pub fn caller(&self) -> &Caller {

@@ -45,6 +45,9 @@ pub struct WriteContext {
     pub principal: String,
     /// Who acts: the principal, the anonymous caller, or the system doing a job.
     pub actor: crate::actors::Caller,
+    /// The operation the change was asked for by (its OpenAPI operation id), when a request
+    /// asked for it.
+    pub operation: Option<Arc<str>>,
     /// The authorization decisions the change was made under, in order (what an audit record
     /// of the change carries).
     pub decisions: Vec<crate::actors::Decision>,
@@ -62,6 +65,7 @@ impl WriteContext {
     pub const NONE: WriteContext = WriteContext {
         principal: String::new(),
         actor: crate::actors::Caller::System { job: String::new(), task_id: None },
+        operation: None,
         decisions: Vec::new(),
         idempotency: None,
     };
@@ -83,6 +87,7 @@ impl WriteContext {
                 name: principal.to_owned(),
                 via: crate::actors::Authentication::Direct,
             },
+            operation: None,
             decisions: Vec::new(),
             idempotency,
         }

@@ -57,6 +57,11 @@ impl<F: Faults> FaultStore<F> {
     pub fn new(inner: SqlStore, faults: F) -> Self {
         Self { inner, faults }
     }
+
+    /// The injected faults (what a test armed, and what they saw).
+    pub fn faults(&self) -> &F {
+        &self.faults
+    }
 }
 
 #[async_trait]

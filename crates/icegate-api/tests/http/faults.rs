@@ -43,6 +43,8 @@ enum Fault {
 struct Injected {
     fault: AtomicU8,
     gone: AtomicBool,
+    /// The operation each create and swap was written for, in order.
+    written: std::sync::Mutex<Vec<String>>,
 }
 
 impl Injected {
@@ -85,6 +87,7 @@ impl Faults for Injected {
         x: &WriteContext,
         t: &NewTabular<'_>,
     ) -> Result<icegate_catalog::TabularId> {
+        self.written.lock().unwrap().push(x.operation.as_deref().unwrap_or("-").to_owned());
         if self.take() == Fault::CreateStateUnknown {
             return Err(CatalogError::CommitStateUnknown("the connection failed during COMMIT".into()));
         }
@@ -92,6 +95,7 @@ impl Faults for Injected {
     }
 
     async fn swap_metadata(&self, store: &SqlStore, x: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome> {
+        self.written.lock().unwrap().push(x.operation.as_deref().unwrap_or("-").to_owned());
         match self.take() {
             Fault::None => store.swap_metadata(x, swaps).await,
             Fault::FailAfterApplying => {
@@ -146,7 +150,7 @@ const SCHEMA: &str =
 impl Lab {
     async fn new() -> Self {
         let db = TestDatabase::new(TestBackend::Sqlite).await;
-        let faults = Injected { fault: AtomicU8::new(0), gone: AtomicBool::new(false) };
+        let faults = Injected { fault: AtomicU8::new(0), gone: AtomicBool::new(false), written: Default::default() };
         let store = Arc::new(FaultStore::new(db.store.clone(), faults));
         let dir = tempfile::tempdir().unwrap();
         let name = WarehouseName::parse("default").unwrap();
@@ -208,6 +212,17 @@ impl Lab {
 }
 
 const KINDS: [TabularKind; 2] = [TabularKind::Table, TabularKind::View];
+
+/// Each write carries the operation its request asked for, by its OpenAPI operation id (what the
+/// audit trail records as the action).
+#[tokio::test]
+async fn each_write_carries_the_operation_asked_for() {
+    let lab = Lab::new().await;
+    assert_eq!(lab.commit(TabularKind::Table, "a").await.0, 200);
+    assert_eq!(lab.commit(TabularKind::View, "b").await.0, 200);
+    let written = lab.store.faults().written.lock().unwrap().clone();
+    assert_eq!(written, ["createTable", "createView", "updateTable", "replaceView"]);
+}
 
 #[tokio::test]
 async fn a_swap_that_failed_after_applying_is_answered_as_committed() {
