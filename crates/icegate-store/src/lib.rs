@@ -10,6 +10,7 @@
 //! plain `rusqlite` connections (`sqlite_reads`), with sqlx as their fallback.
 
 mod access;
+pub mod audit;
 mod database;
 mod group_commit;
 mod heads;
@@ -301,7 +302,7 @@ impl SqlStore {
     /// Commits a write transaction, first recording the request's idempotency key in it (if the
     /// request carries one), with the request's reservation: the key and the mutation become
     /// visible together or not at all, and a concurrent duplicate fails on the key's primary
-    /// key instead of applying twice.
+    /// key instead of applying twice. Then the change's audit record (see `audit`).
     pub(crate) async fn commit_write(&self, tx: WriteTx, write: &WriteContext) -> Result<(), CatalogError> {
         self.commit_write_or(tx, write, db_error).await
     }
@@ -330,6 +331,13 @@ impl SqlStore {
                 let _ = tx.rollback().await;
                 return Err(taken_or_failed(e, || CatalogError::IdempotencyKeyUsed));
             }
+        }
+        // The change's record, last: nothing is applied without it (see `audit`).
+        if let Some(entry) = audit::entry(write, self.now_ms())
+            && let Err(err) = audit::append(&mut tx, self.backend, &[entry]).await
+        {
+            let _ = tx.rollback().await;
+            return Err(err);
         }
         tx.commit().await.map_err(failed)
     }

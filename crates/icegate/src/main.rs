@@ -39,12 +39,26 @@ enum Command {
     /// Check the configuration (file, environment and flags) without starting anything: exit 0
     /// when it is valid, 1 with every problem named.
     CheckConfig(ConfigArgs),
+    /// The audit trail: `icegate audit verify` walks its hash chain (run with the configuration
+    /// `serve` runs with) and exits 1 naming the first broken link.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Write the generated OpenAPI documents (Iceberg REST surface and management API).
     Openapi {
         /// Directory to write `iceberg-rest.yaml` and `management.yaml` into.
         #[arg(long, default_value = "openapi")]
         out: std::path::PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Walk the audit chain from its first record: every sequence number present, every hash
+    /// the link of the record before and its own, every searchable column its record's, and the
+    /// chain's head where its last record is. Exit 0 when it holds, 1 at the first broken link.
+    Verify(ConfigArgs),
 }
 
 #[derive(clap::Args)]
@@ -91,6 +105,9 @@ fn main() -> std::process::ExitCode {
             Command::Migrate(args) => migrate(config::load(&args.overrides())?).await,
             Command::Bootstrap(args) => bootstrap(config::load(&args.common.overrides())?, args.recover).await,
             Command::CheckConfig(args) => check_config(&config::load(&args.overrides())?),
+            Command::Audit { command: AuditCommand::Verify(args) } => {
+                verify_audit(config::load(&args.overrides())?).await
+            }
             Command::Openapi { out } => write_openapi(&out),
         }
     });
@@ -137,6 +154,24 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     println!("icegate: migrations applied ({})", store.backend());
     store.close().await;
     Ok(())
+}
+
+async fn verify_audit(config: Config) -> anyhow::Result<()> {
+    init_logging(&config)?;
+    let store = SqlStore::connect_lazy(&store_options(&config))?;
+    store.check_connection().await?;
+    let check = store.verify_audit().await;
+    store.close().await;
+    let check = check?;
+    match check.broken {
+        None => {
+            println!("icegate audit: {} records, the chain holds", check.records);
+            Ok(())
+        }
+        Some((seq, why)) => {
+            anyhow::bail!("the audit chain breaks at record {seq}: {why} ({} records hold before it)", check.records)
+        }
+    }
 }
 
 async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {

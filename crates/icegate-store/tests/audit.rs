@@ -1,0 +1,199 @@
+//! The audit trail on both stores: every change is recorded in its own transaction, in one
+//! gap-free hash chain; a record that cannot be written fails its change; the trail refuses
+//! updates and deletes; and `verify_audit` names the first link that tampering broke.
+
+use std::sync::Arc;
+
+use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::store::prelude::*;
+use icegate_catalog::{NamespaceIdent, Properties, RequestContext, StorageRoot, WarehouseName};
+use icegate_store::testing::TestDatabase;
+use sqlx::{AssertSqlSafe, Row};
+
+/// A connection of the test's own to its database, beside the store's pool (an attacker with
+/// the database's credentials, or an auditor).
+async fn raw(db: &TestDatabase) -> sqlx::AnyPool {
+    sqlx::any::install_default_drivers();
+    sqlx::any::AnyPoolOptions::new().max_connections(1).connect(&db.url).await.unwrap()
+}
+
+async fn run(pool: &sqlx::AnyPool, sql: &str) -> Result<u64, sqlx::Error> {
+    sqlx::raw_sql(AssertSqlSafe(sql.to_owned())).execute(pool).await.map(|done| done.rows_affected())
+}
+
+fn is_postgres(db: &TestDatabase) -> bool {
+    db.url.starts_with("postgres")
+}
+
+/// A warehouse made by the system, and `n` namespaces made by principal `p` (with an operation).
+async fn changes(db: &TestDatabase, n: usize) -> icegate_catalog::WarehouseId {
+    let store = &db.store;
+    let system = RequestContext::system("set-up", None).write();
+    let warehouse = store
+        .create_warehouse(
+            &system,
+            &WarehouseName::parse("w").unwrap(),
+            &StorageRoot::parse("file:///tmp/w").unwrap(),
+            &icegate_catalog::storage::StorageProfile::File,
+        )
+        .await
+        .unwrap();
+    for i in 0..n {
+        let mut write = WriteContext::by_principal("p", None);
+        write.operation = Some("createNamespace".into());
+        let ns = NamespaceIdent::from_levels([format!("n{i}")]).unwrap();
+        store.create_namespace(&write, &warehouse.id, &ns, &Properties::new()).await.unwrap();
+    }
+    warehouse.id
+}
+
+async fn each_change_is_one_record_in_one_chain(db: TestDatabase) {
+    changes(&db, 3).await;
+    let check = db.store.verify_audit().await.unwrap();
+    assert_eq!((check.records, check.broken), (4, None));
+    let pool = raw(&db).await;
+    let rows = sqlx::query("SELECT seq, operation, principal_id, actor, record FROM audit_log ORDER BY seq")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    let seqs: Vec<i64> = rows.iter().map(|r| r.get("seq")).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    assert_eq!(rows[0].get::<String, _>("actor"), "system:set-up");
+    assert_eq!(rows[0].get::<Option<String>, _>("principal_id"), None);
+    let record: serde_json::Value = serde_json::from_str(&rows[1].get::<String, _>("record")).unwrap();
+    assert_eq!(record["actor"]["kind"], "principal");
+    assert_eq!(record["actor"]["id"], "p");
+    assert_eq!(record["operation"], "createNamespace");
+    assert_eq!(rows[1].get::<Option<String>, _>("operation").as_deref(), Some("createNamespace"));
+    // The tests' own set-up records nothing.
+    let ns = NamespaceIdent::from_levels(["quiet"]).unwrap();
+    let wh = db.store.list_warehouses(None).await.unwrap().remove(0).id;
+    db.store.create_namespace(&WriteContext::NONE, &wh, &ns, &Properties::new()).await.unwrap();
+    assert_eq!(db.store.verify_audit().await.unwrap().records, 4);
+}
+
+/// A change whose record cannot be written is not applied.
+async fn a_change_without_its_record_is_not_applied(db: TestDatabase) {
+    let wh = changes(&db, 1).await;
+    let pool = raw(&db).await;
+    run(&pool, "DROP TABLE audit_head").await.unwrap();
+    let mut write = WriteContext::by_principal("p", None);
+    write.operation = Some("createNamespace".into());
+    let ns = NamespaceIdent::from_levels(["lost"]).unwrap();
+    assert!(db.store.create_namespace(&write, &wh, &ns, &Properties::new()).await.is_err());
+    assert!(!db.store.namespace_exists(&wh, &ns).await.unwrap(), "the change went with its record");
+}
+
+/// 32 writers at once: one chain, no gap, no fork.
+async fn concurrent_changes_make_one_gap_free_chain(db: TestDatabase) {
+    let wh = changes(&db, 0).await;
+    let store = Arc::new(db.store.clone());
+    let mut writers = Vec::new();
+    for i in 0..32 {
+        let (store, wh) = (store.clone(), wh.clone());
+        writers.push(tokio::spawn(async move {
+            let mut write = WriteContext::by_principal(&format!("p{i}"), None);
+            write.operation = Some("createNamespace".into());
+            let ns = NamespaceIdent::from_levels([format!("c{i}")]).unwrap();
+            store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let check = db.store.verify_audit().await.unwrap();
+    assert_eq!((check.records, check.broken), (33, None));
+}
+
+/// The trail refuses changes through the database's normal paths; with its guard removed (an
+/// attacker holding the database's owner), every kind of tampering is found, at its record.
+async fn tampering_is_refused_and_found(db: TestDatabase) {
+    changes(&db, 4).await;
+    let pool = raw(&db).await;
+    // Append-only: the rows are still there, as they were.
+    assert!(run(&pool, "UPDATE audit_log SET actor = 'someone else' WHERE seq = 2").await.is_err());
+    assert!(run(&pool, "DELETE FROM audit_log WHERE seq = 2").await.is_err());
+    assert_eq!(db.store.verify_audit().await.unwrap().broken, None);
+    if is_postgres(&db) {
+        run(&pool, "ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only").await.unwrap();
+    } else {
+        run(&pool, "DROP TRIGGER audit_log_no_update").await.unwrap();
+        run(&pool, "DROP TRIGGER audit_log_no_delete").await.unwrap();
+    }
+    let broken_at = || async { db.store.verify_audit().await.unwrap().broken.map(|(seq, _)| seq) };
+    let row = |seq: i64| {
+        let pool = pool.clone();
+        async move {
+            let row = sqlx::query("SELECT record, hash, principal_id FROM audit_log WHERE seq = $1")
+                .bind(seq)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            (row.get::<String, _>("record"), row.get::<String, _>("hash"), row.get::<Option<String>, _>("principal_id"))
+        }
+    };
+    let set = |seq: i64, record: String, hash: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query("UPDATE audit_log SET record = $1, hash = $2 WHERE seq = $3")
+                .bind(record)
+                .bind(hash)
+                .bind(seq)
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+    };
+    let (record3, hash3, _) = row(3).await;
+    // Edited: the record's text changed.
+    set(3, record3.replace("\"p\"", "\"q\""), hash3.clone()).await;
+    assert_eq!(broken_at().await, Some(3));
+    set(3, record3.clone(), hash3.clone()).await;
+    assert_eq!(broken_at().await, None);
+    // Edited with its own hash recomputed: the next record no longer links to it.
+    let (_, hash2, _) = row(2).await;
+    let forged = record3.replace("\"applied\"", "\"refused\"");
+    assert_ne!(forged, record3);
+    set(3, forged.clone(), icegate_store::audit::link(&hash2, &forged)).await;
+    assert_eq!(broken_at().await, Some(4));
+    set(3, record3.clone(), hash3.clone()).await;
+    // A searchable column that says something its record does not.
+    run(&pool, "UPDATE audit_log SET principal_id = 'q' WHERE seq = 3").await.unwrap();
+    assert_eq!(broken_at().await, Some(3));
+    run(&pool, "UPDATE audit_log SET principal_id = 'p' WHERE seq = 3").await.unwrap();
+    assert_eq!(broken_at().await, None);
+    // Re-ordered: records 2 and 3 swapped.
+    let (record2, hash2, _) = row(2).await;
+    set(2, record3.clone(), hash3.clone()).await;
+    set(3, record2.clone(), hash2.clone()).await;
+    assert_eq!(broken_at().await, Some(2));
+    set(2, record2.clone(), hash2.clone()).await;
+    set(3, record3.clone(), hash3.clone()).await;
+    assert_eq!(broken_at().await, None);
+    // Removed from the end (the last record): the head still names it.
+    let (record4, hash4, _) = row(4).await;
+    run(&pool, "DELETE FROM audit_log WHERE seq = 5").await.unwrap();
+    assert_eq!(broken_at().await, Some(5), "the head names record 5, the chain ends at 4");
+    // Another record 5 put in its place, with a valid link: not the one the head names.
+    let forged = record4.replace("createNamespace", "dropNamespace");
+    sqlx::query(
+        "INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash) \
+         SELECT 5, at_ms, 'dropNamespace', principal_id, actor, $1, $2 FROM audit_log WHERE seq = 4",
+    )
+    .bind(&forged)
+    .bind(icegate_store::audit::link(&hash4, &forged))
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert_eq!(broken_at().await, Some(5));
+    // Removed from the middle.
+    run(&pool, "DELETE FROM audit_log WHERE seq = 3").await.unwrap();
+    assert_eq!(broken_at().await, Some(3));
+}
+
+icegate_store::on_both_backends!(
+    each_change_is_one_record_in_one_chain,
+    a_change_without_its_record_is_not_applied,
+    concurrent_changes_make_one_gap_free_chain,
+    tampering_is_refused_and_found,
+);
