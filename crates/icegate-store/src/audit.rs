@@ -14,6 +14,7 @@
 use icegate_catalog::CatalogError;
 use icegate_catalog::actors::{Authentication, Caller};
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::store::MetadataSwap;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::Row;
@@ -51,6 +52,7 @@ fn actor(caller: &Caller) -> Value {
 }
 
 /// A change's record, ready to be linked.
+#[derive(Debug, Clone)]
 pub(crate) struct Entry {
     at_ms: i64,
     operation: Option<String>,
@@ -62,6 +64,22 @@ pub(crate) struct Entry {
 /// The record of the change `write` makes at `at_ms`; `None` for [`WriteContext::NONE`] (tests'
 /// own set-up, which no one asked for).
 pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
+    entry_with(write, at_ms, Value::Null)
+}
+
+/// The record of a single-table commit's swap (committed in a group): the change names the table
+/// and the metadata file it now points at.
+pub(crate) fn entry_for_swap(write: &WriteContext, at_ms: i64, swap: &MetadataSwap) -> Option<Entry> {
+    let change = json!({
+        "tabular-id": swap.id.as_str(),
+        "warehouse-id": swap.warehouse_id.as_str(),
+        "name": format!("{}.{}", swap.namespace, swap.name),
+        "metadata-location": swap.metadata_location,
+    });
+    entry_with(write, at_ms, change)
+}
+
+fn entry_with(write: &WriteContext, at_ms: i64, change: Value) -> Option<Entry> {
     if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
         return None;
     }
@@ -72,6 +90,7 @@ pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
         "operation": write.operation.as_deref(),
         "decisions": decisions,
         "idempotency-key": write.idempotency.as_ref().map(|scope| scope.key.key.as_str()),
+        "change": change,
         "outcome": "applied",
     });
     Some(Entry {
@@ -84,17 +103,24 @@ pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
 }
 
 /// Appends `entries` to the chain in `tx`, last in the transaction (see the module documentation).
-pub(crate) async fn append(tx: &mut WriteTx, backend: Backend, entries: &[Entry]) -> Result<(), CatalogError> {
+pub(crate) async fn append(tx: &mut WriteTx, backend: Backend, entries: &[&Entry]) -> Result<(), CatalogError> {
+    append_on(tx, backend, entries).await.map_err(db_error)
+}
+
+/// [`append`] on a connection in a transaction (the group committers' and a swap run alone).
+pub(crate) async fn append_on(
+    conn: &mut sqlx::AnyConnection,
+    backend: Backend,
+    entries: &[&Entry],
+) -> Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
     }
     let lock = if backend == Backend::Postgres { " FOR UPDATE" } else { "" };
     let head = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT seq, hash FROM audit_head WHERE id = 1{lock}")))
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(db_error)?;
-    let (mut seq, mut hash): (i64, String) =
-        (head.try_get("seq").map_err(db_error)?, head.try_get("hash").map_err(db_error)?);
+        .fetch_one(&mut *conn)
+        .await?;
+    let (mut seq, mut hash): (i64, String) = (head.try_get("seq")?, head.try_get("hash")?);
     for entry in entries {
         seq += 1;
         hash = link(&hash, &entry.record);
@@ -109,17 +135,52 @@ pub(crate) async fn append(tx: &mut WriteTx, backend: Backend, entries: &[Entry]
         .bind(&entry.actor)
         .bind(&entry.record)
         .bind(&hash)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        .execute(&mut *conn)
+        .await?;
     }
     sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
         .bind(seq)
         .bind(&hash)
-        .execute(&mut **tx)
-        .await
-        .map_err(db_error)?;
+        .execute(&mut *conn)
+        .await?;
     Ok(())
+}
+
+/// [`append`] on the SQLite group committer's own connection, in its transaction.
+pub(crate) fn append_sqlite(tx: &rusqlite::Transaction<'_>, entries: &[&Entry]) -> rusqlite::Result<()> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let (mut seq, mut hash): (i64, String) =
+        tx.query_row("SELECT seq, hash FROM audit_head WHERE id = 1", [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    for entry in entries {
+        seq += 1;
+        hash = link(&hash, &entry.record);
+        tx.prepare_cached(
+            "INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(rusqlite::params![
+            seq,
+            entry.at_ms,
+            entry.operation,
+            entry.principal_id,
+            entry.actor,
+            entry.record,
+            hash
+        ])?;
+    }
+    tx.prepare_cached("UPDATE audit_head SET seq = ?1, hash = ?2 WHERE id = 1")?
+        .execute(rusqlite::params![seq, hash])?;
+    Ok(())
+}
+
+impl Entry {
+    /// The values the PostgreSQL group function takes for this record: time, operation,
+    /// principal id, actor, record.
+    pub(crate) fn columns(&self) -> (i64, Option<&str>, Option<&str>, &str, &str) {
+        (self.at_ms, self.operation.as_deref(), self.principal_id.as_deref(), &self.actor, &self.record)
+    }
 }
 
 /// What walking the chain found.

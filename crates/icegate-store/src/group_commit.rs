@@ -79,6 +79,7 @@ use icegate_catalog::store::{MetadataSwap, SwapOutcome};
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::audit::Entry;
 use crate::tabulars::lock_order;
 use crate::tabulars::swap::{self, POSTGRES_GROUP};
 use crate::{Backend, SqlStore, db_error, is_violation, refused_by_postgres, store_unavailable, swap_error};
@@ -119,9 +120,12 @@ pub(crate) const POSTGRES_GROUP_BEGIN: &str = "BEGIN ISOLATION LEVEL READ COMMIT
 
 type Reply = oneshot::Sender<Result<SwapOutcome, CatalogError>>;
 
+/// A queued swap, with the audit record it appends when it applies.
+type Queued = (MetadataSwap, Option<Entry>);
+
 /// The queue of swaps waiting for the committer (started with the first swap).
 pub(crate) struct GroupCommit {
-    queue: std::sync::OnceLock<mpsc::UnboundedSender<(MetadataSwap, Reply)>>,
+    queue: std::sync::OnceLock<mpsc::UnboundedSender<(Queued, Reply)>>,
     /// What the committer's own connection connects to (`None`: an in-memory database).
     own: Option<Own>,
     counts: Arc<Counts>,
@@ -187,8 +191,14 @@ impl GroupCommit {
         self.counts.alone.load(Ordering::Relaxed)
     }
 
-    /// Swaps `swap` in with the next group and answers how it ended.
-    pub(crate) async fn swap(&self, store: &SqlStore, swap: MetadataSwap) -> Result<SwapOutcome, CatalogError> {
+    /// Swaps `swap` in with the next group and answers how it ended; `audit`: its record,
+    /// appended to the audit chain in the group's transaction when it applies.
+    pub(crate) async fn swap(
+        &self,
+        store: &SqlStore,
+        swap: MetadataSwap,
+        audit: Option<Entry>,
+    ) -> Result<SwapOutcome, CatalogError> {
         let queue = self.queue.get_or_init(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
             // The committer holds a store without this queue, so it ends when the last store
@@ -202,7 +212,7 @@ impl GroupCommit {
         });
         let (reply, answer) = oneshot::channel();
         queue
-            .send((swap, reply))
+            .send(((swap, audit), reply))
             .map_err(|_| CatalogError::Unavailable("the metadata store is shutting down; retry".into()))?;
         // The committer went away with the swap (the process is ending): it may have been sent.
         answer.await.map_err(|_| CatalogError::commit_state_unknown("the metadata store shut down"))?
@@ -213,7 +223,7 @@ async fn committer(
     store: SqlStore,
     mut writer: Option<Writer>,
     counts: Arc<Counts>,
-    mut queue: mpsc::UnboundedReceiver<(MetadataSwap, Reply)>,
+    mut queue: mpsc::UnboundedReceiver<(Queued, Reply)>,
 ) {
     // A swap that did not fit in the previous group: it starts the next.
     let mut carried = None;
@@ -227,12 +237,12 @@ async fn committer(
         };
         let turn = store.write_turn().await;
         // Everything that queued up meanwhile goes in the same transaction.
-        let mut bytes = document_bytes(&first.0);
+        let mut bytes = document_bytes(&first.0.0);
         let mut swaps = vec![first.0];
         let mut replies = vec![first.1];
         while swaps.len() < MAX_GROUP {
             let Ok((swap, reply)) = queue.try_recv() else { break };
-            let more = document_bytes(&swap);
+            let more = document_bytes(&swap.0);
             if bytes + more > MAX_GROUP_BYTES {
                 carried = Some((swap, reply));
                 break;
@@ -308,9 +318,9 @@ fn document_bytes(swap: &MetadataSwap) -> usize {
 
 /// One swap in a transaction of its own (it may wait for its row). Only its `COMMIT` can apply
 /// it: a failure before leaves nothing behind.
-async fn swap_alone(store: &SqlStore, one: &MetadataSwap) -> Result<SwapOutcome, CatalogError> {
+async fn swap_alone(store: &SqlStore, (one, audit): &Queued) -> Result<SwapOutcome, CatalogError> {
     let mut tx = store.pool.begin().await.map_err(db_error)?;
-    let applied = swap::apply(&mut tx, one, store.now_ms()).await.map_err(db_error)?;
+    let applied = swap::apply(&mut tx, store.backend, (one, audit.as_ref()), store.now_ms()).await.map_err(db_error)?;
     tx.commit().await.map_err(swap_error)?;
     Ok(if applied { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })
 }
@@ -327,7 +337,7 @@ type Outcomes = Vec<Option<SwapOutcome>>;
 impl Writer {
     /// Runs the group's swaps on the committer's own connection. `None` when the connection
     /// does not open (or cannot serve): the group is the pool's to run.
-    async fn commit(&mut self, swaps: Arc<Vec<MetadataSwap>>, now: i64) -> Option<Result<Outcomes, Failed>> {
+    async fn commit(&mut self, swaps: Arc<Vec<Queued>>, now: i64) -> Option<Result<Outcomes, Failed>> {
         match self {
             Self::Sqlite { file, connection } => commit_sqlite(file, connection, swaps, now)
                 .await
@@ -341,7 +351,7 @@ impl Writer {
 async fn commit_sqlite(
     file: &Path,
     slot: &mut Option<Connection>,
-    swaps: Arc<Vec<MetadataSwap>>,
+    swaps: Arc<Vec<Queued>>,
     now: i64,
 ) -> Option<Result<Vec<SwapOutcome>, Failed>> {
     let (file, connection) = (file.to_owned(), slot.take());
@@ -432,12 +442,13 @@ impl PgWriter {
     /// with a new token, locks the rows of the group that no other transaction holds, by id,
     /// never waiting, and swaps those in the order given ([`lock_order`]); a swap whose row was
     /// held is answered `None`, to run alone.
-    async fn commit(&mut self, swaps: &[MetadataSwap], now: i64) -> Option<Result<Outcomes, Failed>> {
+    async fn commit(&mut self, swaps: &[Queued], now: i64) -> Option<Result<Outcomes, Failed>> {
         let mut connection = self.connection().await?;
         let token = uuid::Uuid::new_v4().to_string();
-        let order = lock_order(swaps.iter());
-        let ordered: Vec<&MetadataSwap> = order.iter().map(|&i| &swaps[i]).collect();
-        let namespaces: Vec<String> = ordered.iter().map(|swap| swap.namespace.encoded()).collect();
+        let order = lock_order(swaps.iter().map(|(swap, _)| swap));
+        let ordered: Vec<(&MetadataSwap, Option<&Entry>)> =
+            order.iter().map(|&i| (&swaps[i].0, swaps[i].1.as_ref())).collect();
+        let namespaces: Vec<String> = ordered.iter().map(|(swap, _)| swap.namespace.encoded()).collect();
         let statement = POSTGRES_GROUP.call(&token, &ordered, &namespaces, now).fetch_one(&mut connection);
         let answered = match tokio::time::timeout(POSTGRES_GIVE_UP, statement).await {
             Ok(Ok(codes)) => codes,
@@ -539,11 +550,11 @@ fn open(file: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// [`commit_group`] on the committer's connection.
-fn run_group(connection: &mut Connection, swaps: &[MetadataSwap], now: i64) -> rusqlite::Result<Vec<SwapOutcome>> {
+fn run_group(connection: &mut Connection, swaps: &[Queued], now: i64) -> rusqlite::Result<Vec<SwapOutcome>> {
     let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut outcomes = Vec::with_capacity(swaps.len());
-    for one in swaps {
-        let applied = swap::apply_sqlite(&tx, one, now)?;
+    for (one, audit) in swaps {
+        let applied = swap::apply_sqlite(&tx, (one, audit.as_ref()), now)?;
         outcomes.push(if applied { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) });
     }
     tx.commit()?;
@@ -565,7 +576,7 @@ fn sqlite_error(err: rusqlite::Error) -> CatalogError {
 
 /// Runs every swap's compare-and-swap in one transaction: each applies or conflicts on its own.
 /// Rows are taken in [`lock_order`], outcomes answered in the group's order.
-async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<SwapOutcome>, Failed> {
+async fn commit_group(store: &SqlStore, swaps: &[Queued]) -> Result<Vec<SwapOutcome>, Failed> {
     let begin = match store.backend {
         Backend::Sqlite => "BEGIN IMMEDIATE",
         Backend::Postgres => POSTGRES_GROUP_BEGIN,
@@ -573,9 +584,12 @@ async fn commit_group(store: &SqlStore, swaps: &[MetadataSwap]) -> Result<Vec<Sw
     let mut tx = store.pool.begin_with(begin).await.map_err(|err| Failed::from_sqlx(err, false))?;
     let now = store.now_ms();
     let mut outcomes = vec![SwapOutcome::Applied; swaps.len()];
-    for index in lock_order(swaps.iter()) {
+    for index in lock_order(swaps.iter().map(|(swap, _)| swap)) {
         // Dropping the transaction rolls it back (before the connection is used again).
-        let applied = swap::apply(&mut tx, &swaps[index], now).await.map_err(|err| Failed::from_sqlx(err, false))?;
+        let (one, audit) = &swaps[index];
+        let applied = swap::apply(&mut tx, store.backend, (one, audit.as_ref()), now)
+            .await
+            .map_err(|err| Failed::from_sqlx(err, false))?;
         if !applied {
             outcomes[index] = SwapOutcome::Conflict(0);
         }

@@ -334,7 +334,7 @@ impl SqlStore {
         }
         // The change's record, last: nothing is applied without it (see `audit`).
         if let Some(entry) = audit::entry(write, self.now_ms())
-            && let Err(err) = audit::append(&mut tx, self.backend, &[entry]).await
+            && let Err(err) = audit::append(&mut tx, self.backend, &[&entry]).await
         {
             let _ = tx.rollback().await;
             return Err(err);

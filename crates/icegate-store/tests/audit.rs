@@ -191,9 +191,87 @@ async fn tampering_is_refused_and_found(db: TestDatabase) {
     assert_eq!(broken_at().await, Some(3));
 }
 
+/// Single-table commits go through the group committer (SQLite: its own connection; PostgreSQL:
+/// the generated function) and append their records in the group's transaction; a swap that
+/// conflicts records nothing.
+async fn grouped_commits_are_recorded_in_the_chain(db: TestDatabase) {
+    let wh = changes(&db, 1).await;
+    let ns = NamespaceIdent::from_levels(["n0"]).unwrap();
+    let store = Arc::new(db.store.clone());
+    let mut writers = Vec::new();
+    for t in 0..8 {
+        let name = format!("t{t}");
+        let location = format!("file:///tmp/w/n0/{name}");
+        let first = format!("{location}/metadata/0.json");
+        let id = store
+            .create_tabular(
+                &RequestContext::system("set-up", None).write(),
+                &icegate_catalog::store::NewTabular {
+                    warehouse_id: &wh,
+                    namespace: &ns,
+                    name: &name,
+                    kind: icegate_catalog::store::TabularKind::Table,
+                    location: &location,
+                    extra_locations: &[],
+                    metadata_location: &first,
+                    metadata: "{}",
+                    metadata_gzip: None,
+                },
+            )
+            .await
+            .unwrap();
+        let (store, wh, ns) = (store.clone(), wh.clone(), ns.clone());
+        writers.push(tokio::spawn(async move {
+            let mut expected = first;
+            for v in 1..=5 {
+                let next = format!("{location}/metadata/{v}.json");
+                let swap = icegate_catalog::store::MetadataSwap {
+                    id: id.clone(),
+                    warehouse_id: wh.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                    expected_metadata_location: expected.clone(),
+                    metadata_location: next.clone(),
+                    metadata: "{}".into(),
+                    metadata_gzip: None,
+                    location: location.clone(),
+                    extra_locations: Vec::new(),
+                    locations_changed: false,
+                };
+                let mut write = WriteContext::by_principal("p", None);
+                write.operation = Some("updateTable".into());
+                let outcome = store.swap_metadata(&write, std::slice::from_ref(&swap)).await.unwrap();
+                assert_eq!(outcome, icegate_catalog::store::SwapOutcome::Applied);
+                // The same swap again: it conflicts, and records nothing.
+                let again = store.swap_metadata(&write, &[swap]).await.unwrap();
+                assert_eq!(again, icegate_catalog::store::SwapOutcome::Conflict(0));
+                expected = next;
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let check = db.store.verify_audit().await.unwrap();
+    // The warehouse, the namespace, eight creates and forty applied commits.
+    assert_eq!((check.records, check.broken), (2 + 8 + 40, None));
+    let (own, _) = db.store.group_commits().unwrap();
+    assert!(own > 0, "the commits went through the committer's own connection");
+    let pool = raw(&db).await;
+    let rows =
+        sqlx::query("SELECT record FROM audit_log WHERE operation = 'updateTable'").fetch_all(&pool).await.unwrap();
+    assert_eq!(rows.len(), 40);
+    for row in rows {
+        let record: serde_json::Value = serde_json::from_str(&row.get::<String, _>("record")).unwrap();
+        assert!(record["change"]["metadata-location"].as_str().unwrap().ends_with(".json"), "{record}");
+        assert_eq!(record["actor"]["id"], "p");
+    }
+}
+
 icegate_store::on_both_backends!(
     each_change_is_one_record_in_one_chain,
     a_change_without_its_record_is_not_applied,
     concurrent_changes_make_one_gap_free_chain,
     tampering_is_refused_and_found,
+    grouped_commits_are_recorded_in_the_chain,
 );

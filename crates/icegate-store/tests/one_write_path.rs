@@ -11,6 +11,10 @@ const NOT_CHANGES: &[(&str, &str)] = &[
     ("finalize_idempotency_key", "the key's own answer, after the change it belongs to"),
     ("delete_idempotency_key", "the key's own lifecycle"),
     ("delete_idempotency_keys_before", "the key's own lifecycle (the expiry job)"),
+    (
+        "append_on",
+        "the audit chain's append, inside the transaction of the change it records (its callers hold the WriteContext)",
+    ),
     ("expire_location_holds", "expired holds' own lifecycle (the expiry job); no live hold is touched"),
     ("enqueue", "the task queue's bookkeeping (a change's own tasks will go through commit_write)"),
     ("claim", "the task queue's bookkeeping"),

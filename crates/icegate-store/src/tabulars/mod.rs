@@ -157,7 +157,7 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         && write.idempotency.is_none()
         && let Some(group) = &store.group
     {
-        return group.swap(store, only.clone()).await;
+        return group.swap(store, only.clone(), crate::audit::entry_for_swap(write, now, only)).await;
     }
     let mut tx = store.begin_write().await?;
     // Locks in one order (see `lock_order`): the warehouses whose locations change first, then
@@ -204,7 +204,8 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         } else {
             None
         };
-        if !swap::apply(&mut tx, swap, now).await.map_err(db_error)? {
+        // The write's one record is appended by `commit_write`.
+        if !swap::apply(&mut tx, store.backend, (swap, None), now).await.map_err(db_error)? {
             tx.rollback().await.map_err(db_error)?;
             return Ok(SwapOutcome::Conflict(index));
         }

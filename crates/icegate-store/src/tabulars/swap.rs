@@ -14,6 +14,8 @@ use std::sync::LazyLock;
 use icegate_catalog::store::MetadataSwap;
 use sqlx::Any;
 
+use crate::audit::Entry;
+
 /// A value one of the statements binds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Value<'a> {
@@ -93,9 +95,14 @@ fn bind<'q>(
     query
 }
 
-/// Runs one swap on `conn`, inside the caller's transaction (or as its own statements when the
-/// connection has none): whether it applied.
-pub(crate) async fn apply(conn: &mut sqlx::AnyConnection, swap: &MetadataSwap, now: i64) -> Result<bool, sqlx::Error> {
+/// Runs one swap on `conn`, inside the caller's transaction: whether it applied. One that
+/// applied appends its audit record (`audit`), when it carries one, to the chain.
+pub(crate) async fn apply(
+    conn: &mut sqlx::AnyConnection,
+    backend: crate::Backend,
+    (swap, audit): (&MetadataSwap, Option<&Entry>),
+    now: i64,
+) -> Result<bool, sqlx::Error> {
     let namespace = swap.namespace.encoded();
     let done = bind(&GUARD, swap, &namespace, now).execute(&mut *conn).await?;
     if done.rows_affected() != 1 {
@@ -104,11 +111,18 @@ pub(crate) async fn apply(conn: &mut sqlx::AnyConnection, swap: &MetadataSwap, n
     for statement in APPLIED {
         bind(statement, swap, &namespace, now).execute(&mut *conn).await?;
     }
+    if let Some(entry) = audit {
+        crate::audit::append_on(conn, backend, &[entry]).await?;
+    }
     Ok(true)
 }
 
 /// [`apply`] on a `rusqlite` connection (the SQLite group committer's own), in its transaction.
-pub(crate) fn apply_sqlite(tx: &rusqlite::Transaction<'_>, swap: &MetadataSwap, now: i64) -> rusqlite::Result<bool> {
+pub(crate) fn apply_sqlite(
+    tx: &rusqlite::Transaction<'_>,
+    (swap, audit): (&MetadataSwap, Option<&Entry>),
+    now: i64,
+) -> rusqlite::Result<bool> {
     let namespace = swap.namespace.encoded();
     let run = |statement: &Statement| -> rusqlite::Result<usize> {
         let values: Vec<rusqlite::types::Value> = statement
@@ -128,6 +142,9 @@ pub(crate) fn apply_sqlite(tx: &rusqlite::Transaction<'_>, swap: &MetadataSwap, 
     }
     for statement in APPLIED {
         run(statement)?;
+    }
+    if let Some(entry) = audit {
+        crate::audit::append_sqlite(tx, &[entry])?;
     }
     Ok(true)
 }
@@ -171,12 +188,16 @@ pub(crate) static POSTGRES_GROUP: LazyLock<GroupFunction> = LazyLock::new(|| {
         }
         sql
     };
-    let arguments: String = params.iter().map(|p| format!(", p_{} {}[]", p.name, p.pg_type)).collect();
+    let arguments: String = params.iter().map(|p| format!(", p_{} {}[]", p.name, p.pg_type)).collect::<String>()
+        + ", p_audit_at BIGINT[], p_audit_operation TEXT[], p_audit_principal TEXT[], p_audit_actor TEXT[], \
+           p_audit_record TEXT[]";
     let applied: String = APPLIED.iter().map(|s| format!("            {};\n", in_group(s))).collect();
     let body = format!(
         "DECLARE
     locked  TEXT[];
     outcome SMALLINT[] := '{{}}';
+    a_seq   BIGINT;
+    a_hash  TEXT;
 BEGIN
     INSERT INTO swap_fences (token, created_at) VALUES (p_token, p_now);
     SELECT coalesce(array_agg(free.id), '{{}}') INTO locked
@@ -189,11 +210,24 @@ BEGIN
         END IF;
         {guard};
         IF FOUND THEN
-{applied}            outcome := outcome || 1::SMALLINT;
+{applied}            IF p_audit_record[i] IS NOT NULL THEN
+                IF a_seq IS NULL THEN
+                    SELECT seq, hash INTO a_seq, a_hash FROM audit_head WHERE id = 1 FOR UPDATE;
+                END IF;
+                a_seq := a_seq + 1;
+                a_hash := encode(sha256(convert_to(a_hash || chr(10) || p_audit_record[i], 'UTF8')), 'hex');
+                INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash)
+                     VALUES (a_seq, p_audit_at[i], p_audit_operation[i], p_audit_principal[i], p_audit_actor[i],
+                             p_audit_record[i], a_hash);
+            END IF;
+            outcome := outcome || 1::SMALLINT;
         ELSE
             outcome := outcome || 0::SMALLINT;
         END IF;
     END LOOP;
+    IF a_seq IS NOT NULL THEN
+        UPDATE audit_head SET seq = a_seq, hash = a_hash WHERE id = 1;
+    END IF;
     DELETE FROM swap_fences WHERE token = p_token;
     RETURN outcome;
 END",
@@ -224,15 +258,15 @@ impl GroupFunction {
     pub(crate) fn call<'q>(
         &'q self,
         token: &'q str,
-        swaps: &[&'q MetadataSwap],
+        swaps: &[(&'q MetadataSwap, Option<&'q Entry>)],
         namespaces: &'q [String],
         now: i64,
     ) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Vec<i16>, sqlx::postgres::PgArguments> {
-        let placeholders: Vec<String> = (1..=self.params.len() + 2).map(|n| format!("${n}")).collect();
+        let placeholders: Vec<String> = (1..=self.params.len() + 7).map(|n| format!("${n}")).collect();
         let sql = format!("SELECT {}({})", self.name, placeholders.join(", "));
         let mut query = sqlx::query_scalar::<_, Vec<i16>>(sqlx::AssertSqlSafe(sql)).bind(token).bind(now);
         for param in &self.params {
-            let values = swaps.iter().zip(namespaces).map(|(swap, namespace)| value(param, swap, namespace, now));
+            let values = swaps.iter().zip(namespaces).map(|((swap, _), namespace)| value(param, swap, namespace, now));
             query = match param.pg_type {
                 "BYTEA" => query
                     .bind(values.map(|v| if let Value::Bytes(bytes) = v { bytes } else { None }).collect::<Vec<_>>()),
@@ -244,7 +278,14 @@ impl GroupFunction {
                 }
             };
         }
+        // Each swap's audit record (NULL: none), as the chain's columns.
+        let audits: Vec<_> = swaps.iter().map(|(_, audit)| audit.map(Entry::columns)).collect();
         query
+            .bind(audits.iter().map(|a| a.map(|a| a.0)).collect::<Vec<Option<i64>>>())
+            .bind(audits.iter().map(|a| a.and_then(|a| a.1)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.and_then(|a| a.2)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.map(|a| a.3)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.map(|a| a.4)).collect::<Vec<Option<&str>>>())
     }
 }
 
