@@ -3,7 +3,7 @@
 -- chain (`seq` 1, 2, 3, ...). `record` is the canonical text that is hashed; the other columns
 -- are copies of its fields for searching, checked against it by `icegate audit verify`.
 CREATE TABLE audit_log (
-    seq          INTEGER PRIMARY KEY,
+    seq          INTEGER PRIMARY KEY CHECK (seq > 0),
     at_ms        BIGINT NOT NULL,
     operation    TEXT,
     principal_id TEXT,

@@ -51,6 +51,27 @@ fn actor(caller: &Caller) -> Value {
     }
 }
 
+/// A decision as a record names it: the target by its parts (a namespace by its levels, so no
+/// name can read as another), the privilege, the outcome.
+fn decision(decision: &icegate_catalog::actors::Decision) -> Value {
+    use icegate_catalog::actors::{Outcome, Target};
+    let target = match &decision.target {
+        Target::Server => json!({ "kind": "server" }),
+        Target::Warehouse { warehouse_id } => json!({ "kind": "warehouse", "warehouse-id": warehouse_id.as_str() }),
+        Target::Namespace { warehouse_id, namespace } => {
+            json!({ "kind": "namespace", "warehouse-id": warehouse_id.as_str(), "namespace": namespace.levels() })
+        }
+        Target::Tabular { warehouse_id, namespace, name, kind } => json!({
+            "kind": kind.as_str(), "warehouse-id": warehouse_id.as_str(), "namespace": namespace.levels(), "name": name,
+        }),
+    };
+    let (outcome, by) = match decision.outcome {
+        Outcome::Granted { by } => ("granted", Some(by.as_str())),
+        other => (other.as_str(), None),
+    };
+    json!({ "target": target, "privilege": decision.privilege.as_str(), "outcome": outcome, "granted-by": by })
+}
+
 /// A change's record, ready to be linked.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
@@ -83,7 +104,7 @@ fn entry_with(write: &WriteContext, at_ms: i64, change: Value) -> Option<Entry> 
     if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
         return None;
     }
-    let decisions: Vec<String> = write.decisions.iter().map(ToString::to_string).collect();
+    let decisions: Vec<Value> = write.decisions.iter().map(decision).collect();
     let record = json!({
         "at-ms": at_ms,
         "actor": actor(&write.actor),
@@ -193,7 +214,7 @@ pub struct AuditCheck {
 }
 
 /// Records read per query while walking the chain.
-const PAGE: i64 = 1000;
+const PAGE: i64 = 100;
 
 /// Where a walk of the chain is: the next sequence number expected, the hash before it, and
 /// the records read.
@@ -211,6 +232,14 @@ impl SqlStore {
     /// link.
     pub async fn verify_audit(&self) -> Result<AuditCheck, CatalogError> {
         let (start_seq, start_hash) = self.audit_head().await?;
+        // Rows numbered below the chain's first are outside it: none may exist.
+        let stray: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log WHERE seq < 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        if stray > 0 {
+            return Ok(AuditCheck { records: 0, broken: Some((0, format!("{stray} records are numbered below 1"))) });
+        }
         let mut walk = Walk { expected: 1, previous: GENESIS.to_owned(), records: 0 };
         if let Some(broken) = self.walk_audit(&mut walk, (start_seq, &start_hash)).await? {
             return Ok(AuditCheck { records: walk.records, broken: Some(broken) });
@@ -281,7 +310,7 @@ impl SqlStore {
                 if seq == head.0 && hash != head.1 {
                     return Ok(Some((seq, format!("record {seq} is not the one the head named"))));
                 }
-                if let Some(why) = columns_differ(row, &record)? {
+                if let Some(why) = columns_differ(row, &record).map_err(db_error)? {
                     return Ok(Some((seq, format!("record {seq}: {why}"))));
                 }
                 walk.records += 1;
@@ -296,12 +325,27 @@ impl SqlStore {
 }
 
 /// Whether the searchable columns of `row` say something its record does not.
-fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String>, CatalogError> {
-    let parsed: Value = serde_json::from_str(record)
-        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("an audit record is not JSON: {e}")))?;
-    let at_ms: i64 = row.try_get("at_ms").map_err(db_error)?;
-    let operation: Option<String> = row.try_get("operation").map_err(db_error)?;
-    let principal_id: Option<String> = row.try_get("principal_id").map_err(db_error)?;
+fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String>, sqlx::Error> {
+    let Ok(parsed) = serde_json::from_str::<Value>(record) else {
+        return Ok(Some("its record is not JSON".into()));
+    };
+    let at_ms: i64 = row.try_get("at_ms")?;
+    let operation: Option<String> = row.try_get("operation")?;
+    let principal_id: Option<String> = row.try_get("principal_id")?;
+    let actor_column: String = row.try_get("actor")?;
+    let actor = &parsed["actor"];
+    let described = match actor["kind"].as_str() {
+        Some("principal") => actor["name"].as_str().map(str::to_owned),
+        Some("anonymous") => Some("anonymous".to_owned()),
+        Some("system") => actor["job"].as_str().map(|job| match actor["task"].as_str() {
+            Some(task) => format!("system:{job}:{task}"),
+            None => format!("system:{job}"),
+        }),
+        _ => None,
+    };
+    if described.as_deref() != Some(actor_column.as_str()) {
+        return Ok(Some("its actor column differs from its record".into()));
+    }
     if parsed["at-ms"].as_i64() != Some(at_ms) {
         return Ok(Some("its time column differs from its record".into()));
     }

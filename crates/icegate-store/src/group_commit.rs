@@ -319,7 +319,11 @@ fn document_bytes(swap: &MetadataSwap) -> usize {
 /// One swap in a transaction of its own (it may wait for its row). Only its `COMMIT` can apply
 /// it: a failure before leaves nothing behind.
 async fn swap_alone(store: &SqlStore, (one, audit): &Queued) -> Result<SwapOutcome, CatalogError> {
-    let mut tx = store.pool.begin().await.map_err(db_error)?;
+    let begin = match store.backend {
+        Backend::Postgres => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        Backend::Sqlite => "BEGIN IMMEDIATE",
+    };
+    let mut tx = store.pool.begin_with(begin).await.map_err(db_error)?;
     let applied = swap::apply(&mut tx, store.backend, (one, audit.as_ref()), store.now_ms()).await.map_err(db_error)?;
     tx.commit().await.map_err(swap_error)?;
     Ok(if applied { SwapOutcome::Applied } else { SwapOutcome::Conflict(0) })

@@ -276,8 +276,11 @@ impl SqlStore {
     /// other processes (`icegate migrate`, a second tool) still meet the busy handler.
     async fn begin_write(&self) -> Result<WriteTx, CatalogError> {
         let turn = self.write_turn().await;
+        // PostgreSQL: read committed whatever the server's default: every write ends by taking
+        // the audit chain's head row (see `audit`), which under repeatable read would fail to
+        // serialize whenever another write moved it since the transaction's snapshot.
         let tx = match self.backend {
-            Backend::Postgres => self.pool.begin().await,
+            Backend::Postgres => self.pool.begin_with("BEGIN ISOLATION LEVEL READ COMMITTED").await,
             Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
         };
         Ok(WriteTx { tx: tx.map_err(db_error)?, _turn: turn })

@@ -121,7 +121,8 @@ impl Drop for TestDatabase {
 /// The name of the PostgreSQL group commit function this version installs (see
 /// `tabulars::swap`); its arguments: the fence token, the time, then one array per swap column
 /// in the order metadata location, document, gzip, location, id, expected metadata location,
-/// name, warehouse id, namespace (encoded).
+/// name, warehouse id, namespace (encoded); then each swap's audit record (NULL: none) as time,
+/// operation, principal id, actor and record.
 pub fn postgres_group_function() -> &'static str {
     &crate::tabulars::swap::POSTGRES_GROUP.name
 }

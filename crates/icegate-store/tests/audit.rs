@@ -162,6 +162,17 @@ async fn tampering_is_refused_and_found(db: TestDatabase) {
     assert_eq!(broken_at().await, Some(3));
     run(&pool, "UPDATE audit_log SET principal_id = 'p' WHERE seq = 3").await.unwrap();
     assert_eq!(broken_at().await, None);
+    let actor: String = sqlx::query_scalar("SELECT actor FROM audit_log WHERE seq = 3").fetch_one(&pool).await.unwrap();
+    run(&pool, "UPDATE audit_log SET actor = 'admin' WHERE seq = 3").await.unwrap();
+    assert_eq!(broken_at().await, Some(3), "the actor column alone");
+    sqlx::query("UPDATE audit_log SET actor = $1 WHERE seq = 3").bind(actor).execute(&pool).await.unwrap();
+    assert_eq!(broken_at().await, None);
+    // No row can be numbered outside the chain.
+    assert!(
+        run(&pool, "INSERT INTO audit_log (seq, at_ms, actor, record, hash) VALUES (0, 0, 'admin', '{}', 'x')")
+            .await
+            .is_err()
+    );
     // Re-ordered: records 2 and 3 swapped.
     let (record2, hash2, _) = row(2).await;
     set(2, record3.clone(), hash3.clone()).await;

@@ -184,7 +184,7 @@ async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
     let (new_client_id, secret) = (icegate_catalog::tokens::new_client_id(), icegate_catalog::tokens::random_secret());
     let client_id = if recover {
         let client_id = icegate_catalog::tokens::recover_admin(&store, &new_client_id, &secret).await?;
-        // Until the audit trail exists, the log is where this is recorded.
+        // Recorded in the audit trail (the system, job `bootstrap-recover`) and logged here.
         tracing::warn!(
             principal = "admin",
             client_id = %client_id,
