@@ -6,29 +6,13 @@ use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
 use crate::ids::WarehouseId;
 use crate::pagination::{encode_token, page_request};
-use crate::service::{Catalog, Listing, UNIT_SEPARATOR};
+use crate::service::{Listing, UNIT_SEPARATOR};
 use crate::store::{Properties, PropertiesChange};
 
-/// The namespaces' operations ([`Catalog::namespaces`]).
-#[derive(Clone, Copy)]
-pub struct Namespaces<'a> {
-    pub(crate) catalog: &'a Catalog,
-}
-
-impl std::ops::Deref for Namespaces<'_> {
-    type Target = Catalog;
-
-    fn deref(&self) -> &Catalog {
-        self.catalog
-    }
-}
-
-impl Catalog {
-    /// The namespaces' operations.
-    pub fn namespaces(&self) -> Namespaces<'_> {
-        Namespaces { catalog: self }
-    }
-}
+crate::service::area!(
+    /// The namespaces' operations ([`Catalog::namespaces`]).
+    Namespaces, namespaces
+);
 
 impl Namespaces<'_> {
     /// listNamespaces: for a caller that may describe the parent (or the warehouse), those of

@@ -21,6 +21,34 @@ use crate::storage::{
 };
 use crate::store::{CatalogStore, Warehouse};
 
+/// An area's service over the catalog's core: the type listing the area's operations, which
+/// reaches the core's shared parts through `Deref`, and the core's accessor for it.
+macro_rules! area {
+    ($(#[$doc:meta])* $name:ident, $accessor:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a> {
+            pub(crate) catalog: &'a $crate::Catalog,
+        }
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = $crate::Catalog;
+
+            fn deref(&self) -> &$crate::Catalog {
+                self.catalog
+            }
+        }
+
+        impl $crate::Catalog {
+            #[doc = concat!("The ", stringify!($accessor), "' operations.")]
+            pub fn $accessor(&self) -> $name<'_> {
+                $name { catalog: self }
+            }
+        }
+    };
+}
+pub(crate) use area;
+
 /// A page of results plus the token for the next one (`None` on the last page).
 #[derive(Debug, Clone)]
 pub struct Listing<T> {

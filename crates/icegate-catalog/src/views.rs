@@ -82,26 +82,10 @@ fn apply(builder: ViewMetadataBuilder, update: ViewUpdate) -> Result<ViewMetadat
     })
 }
 
-/// The views' operations ([`Catalog::views`]).
-#[derive(Clone, Copy)]
-pub struct Views<'a> {
-    pub(crate) catalog: &'a Catalog,
-}
-
-impl std::ops::Deref for Views<'_> {
-    type Target = Catalog;
-
-    fn deref(&self) -> &Catalog {
-        self.catalog
-    }
-}
-
-impl Catalog {
-    /// The views' operations.
-    pub fn views(&self) -> Views<'_> {
-        Views { catalog: self }
-    }
-}
+crate::service::area!(
+    /// The views' operations ([`Catalog::views`]).
+    Views, views
+);
 
 impl Catalog {
     async fn load_view_row(&self, warehouse: &Warehouse, view: &TableIdent) -> Result<Option<Tabular>> {

@@ -8,26 +8,10 @@ use crate::service::{Catalog, WarehouseView};
 use crate::storage::UnsealedProfile;
 use crate::store::Warehouse;
 
-/// The warehouses' operations ([`Catalog::warehouses`]).
-#[derive(Clone, Copy)]
-pub struct Warehouses<'a> {
-    pub(crate) catalog: &'a Catalog,
-}
-
-impl std::ops::Deref for Warehouses<'_> {
-    type Target = Catalog;
-
-    fn deref(&self) -> &Catalog {
-        self.catalog
-    }
-}
-
-impl Catalog {
-    /// The warehouses' operations.
-    pub fn warehouses(&self) -> Warehouses<'_> {
-        Warehouses { catalog: self }
-    }
-}
+crate::service::area!(
+    /// The warehouses' operations ([`Catalog::warehouses`]).
+    Warehouses, warehouses
+);
 
 impl Warehouses<'_> {
     /// getConfig: the warehouse a `/v1/config` request asks for (or the configured default),

@@ -232,6 +232,14 @@ async fn an_unavailable_store_is_retried_later_and_other_errors_fail(db: TestDat
     assert_eq!((failed.state, failed.last_error.as_deref()), (TaskState::Failed, Some("the table is gone")));
 }
 
+/// The finished runs of a kind of task, oldest first (tasks are listed newest first).
+async fn done_runs(tasks: &Arc<dyn TaskStore>, kind: &str) -> Vec<icegate_catalog::jobs::TaskRecord> {
+    let filter = TaskFilter { kind: Some(kind.into()), state: Some(TaskState::Done), ..Default::default() };
+    let mut runs = tasks.list_tasks(&filter).await.unwrap();
+    runs.reverse();
+    runs
+}
+
 /// The idempotency-key expiry, a recurring job: keys older than the lifetime go, younger ones
 /// stay, and the next run is queued.
 async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
@@ -269,16 +277,9 @@ async fn idempotency_keys_expire_on_the_injected_clock(db: TestDatabase) {
     clock.advance(Duration::from_secs(3601));
     assert!(runner.run_next().await.unwrap());
     assert!(store.idempotency_record(&key).await.unwrap().is_none(), "past its lifetime");
-    let runs = tasks
-        .list_tasks(&TaskFilter {
-            kind: Some(icegate_catalog::jobs::idempotency_expiry::KIND.into()),
-            state: Some(TaskState::Done),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let runs = done_runs(&tasks, icegate_catalog::jobs::idempotency_expiry::KIND).await;
     assert_eq!(runs.len(), 2);
-    assert_eq!(runs[0].result.as_ref().unwrap()["removed"], 1, "{:?}", runs[0]);
+    assert_eq!(runs[1].result.as_ref().unwrap()["removed"], 1, "{:?}", runs[1]);
 }
 
 /// The location-hold expiry, a recurring job: a staged create's reservation goes once it has
@@ -311,18 +312,8 @@ async fn expired_location_holds_are_removed_on_the_injected_clock(db: TestDataba
         "expiry",
     );
     let removed = || async {
-        let runs = tasks
-            .list_tasks(&TaskFilter {
-                kind: Some(icegate_catalog::jobs::location_expiry::KIND.into()),
-                state: Some(TaskState::Done),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let mut removed: Vec<i64> =
-            runs.iter().map(|run| run.result.as_ref().unwrap()["removed"].as_i64().unwrap()).collect();
-        removed.reverse();
-        removed
+        let runs = done_runs(&tasks, icegate_catalog::jobs::location_expiry::KIND).await;
+        runs.iter().map(|run| run.result.as_ref().unwrap()["removed"].as_i64().unwrap()).collect::<Vec<i64>>()
     };
     runner.schedule().await.unwrap();
     assert!(runner.run_next().await.unwrap());

@@ -48,27 +48,11 @@ pub(crate) use metadata_files::{location_inside, metadata_file_json, too_large};
 pub(crate) use requirements::view_uuid_mismatch;
 pub use storage_access::StorageRequest;
 
-/// The tables' operations ([`crate::Catalog::tables`]): createTable, loadTable, commits,
-/// drop, register, rename, list, credentials and remote signing.
-#[derive(Clone, Copy)]
-pub struct Tables<'a> {
-    pub(crate) catalog: &'a crate::Catalog,
-}
-
-impl std::ops::Deref for Tables<'_> {
-    type Target = crate::Catalog;
-
-    fn deref(&self) -> &crate::Catalog {
-        self.catalog
-    }
-}
-
-impl crate::Catalog {
-    /// The tables' operations.
-    pub fn tables(&self) -> Tables<'_> {
-        Tables { catalog: self }
-    }
-}
+crate::service::area!(
+    /// The tables' operations ([`crate::Catalog::tables`]): createTable, loadTable, commits,
+    /// drop, register, rename, list, credentials and remote signing.
+    Tables, tables
+);
 
 const PROPERTY_FORMAT_VERSION: &str = "format-version";
 const PROPERTY_METADATA_PATH: &str = "write.metadata.path";

@@ -125,14 +125,18 @@ pub(crate) fn apply_sqlite(
 ) -> rusqlite::Result<bool> {
     let namespace = swap.namespace.encoded();
     let run = |statement: &Statement| -> rusqlite::Result<usize> {
-        let values: Vec<rusqlite::types::Value> = statement
+        // Borrowed: a commit's document (and its gzip form) is not copied to be bound.
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        let values: Vec<ToSqlOutput<'_>> = statement
             .params
             .iter()
-            .map(|param| match value(param, swap, &namespace, now) {
-                Value::Text(text) => rusqlite::types::Value::Text(text.to_owned()),
-                Value::Bytes(Some(bytes)) => rusqlite::types::Value::Blob(bytes.to_vec()),
-                Value::Bytes(None) => rusqlite::types::Value::Null,
-                Value::Int(int) => rusqlite::types::Value::Integer(int),
+            .map(|param| {
+                ToSqlOutput::Borrowed(match value(param, swap, &namespace, now) {
+                    Value::Text(text) => ValueRef::Text(text.as_bytes()),
+                    Value::Bytes(Some(bytes)) => ValueRef::Blob(bytes),
+                    Value::Bytes(None) => ValueRef::Null,
+                    Value::Int(int) => ValueRef::Integer(int),
+                })
             })
             .collect();
         tx.prepare_cached(statement.sql)?.execute(rusqlite::params_from_iter(values))
