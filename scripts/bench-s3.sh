@@ -6,6 +6,10 @@
 #
 #   scripts/bench-s3.sh [icegate-bench options...]     e.g. --connections 64 --seconds 10
 #
+# ICEGATE_BIN: a prebuilt icegate to run instead of this tree's release build (A/B of two
+# builds). ICEGATE_BENCH_RECORD_READS=false: the warehouse's reads are not recorded in the audit
+# trail (its `audit.record-reads` setting; vends are recorded whatever it says).
+#
 # Needs what scripts/test.sh needs (Rust, Python 3.11); the virtualenv is ICEGATE_VENV
 # (default ./.venv-tests), created from tests/requirements.txt when missing.
 set -euo pipefail
@@ -41,7 +45,7 @@ profile="$("$VENV/bin/python" -c 'import json,sys; print(json.dumps(json.load(op
 RUST_LOG=warn ICEGATE__AUTH__MODE=required \
   ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID="$ADMIN_ID" ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET="$ADMIN_SECRET" \
   ICEGATE__SECRETS__ENCRYPTION_KEY="$("$VENV/bin/python" -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())')" \
-  "$TARGET/release/icegate" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>"$work/icegate.err" &
+  "${ICEGATE_BIN:-$TARGET/release/icegate}" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>"$work/icegate.err" &
 icegate_pid=$!
 pids+=($icegate_pid)
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && break; sleep 0.1; done
@@ -51,6 +55,11 @@ token="$(curl -sf -d grant_type=client_credentials -d client_id="$ADMIN_ID" -d c
 curl -sf -o /dev/null -X POST "http://127.0.0.1:$PORT/management/v1/warehouses" \
   -H "authorization: Bearer $token" -H 'content-type: application/json' \
   -d "{\"name\": \"lake\", \"storage-root\": \"s3://lake/bench\", \"storage-profile\": $profile}"
+if [ -n "${ICEGATE_BENCH_RECORD_READS:-}" ]; then
+  curl -sf -o /dev/null -X PUT "http://127.0.0.1:$PORT/management/v1/warehouses/lake/settings" \
+    -H "authorization: Bearer $token" -H 'content-type: application/json' \
+    -d "{\"audit.record-reads\": $ICEGATE_BENCH_RECORD_READS}"
+fi
 
 "$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" --warehouse lake \
   --credential "$ADMIN_ID:$ADMIN_SECRET" \

@@ -8,6 +8,8 @@
 # `icegate_bench_<pid>` on ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), dropped
 # afterwards; 32 pool connections. Prints icegate's RSS after the run. ICEGATE_BIN: a prebuilt
 # icegate to run instead of this tree's release build (A/B of two builds).
+# ICEGATE_BENCH_RECORD_READS=false: the default warehouse's reads are not recorded in the audit
+# trail (its `audit.record-reads` setting), to measure what recording them costs.
 # e.g. scripts/bench.sh postgres --workloads create-tree,http-floor,commit --repeat 3 --seconds 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +46,10 @@ env "${env[@]}" "${ICEGATE_BIN:-$TARGET/release/icegate}" serve --listen "127.0.
 pid=$!
 for _ in $(seq 1 200); do curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null && break; sleep 0.05; done
 curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null || { cat "$work/icegate.err"; exit 1; }
+if [ -n "${ICEGATE_BENCH_RECORD_READS:-}" ]; then
+  curl -sf -o /dev/null -X PUT "http://127.0.0.1:$PORT/management/v1/warehouses/default/settings" \
+    -H 'content-type: application/json' -d "{\"audit.record-reads\": $ICEGATE_BENCH_RECORD_READS}"
+fi
 
 "$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" "$@"
 echo "icegate RSS after the run: $(($(awk '/VmRSS/ {print $2}' "/proc/$pid/status") / 1024)) MB ($store)"

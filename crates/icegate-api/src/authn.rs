@@ -76,17 +76,23 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         return next.run(request).await; // a method the route does not serve: the router answers 405
     };
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let request_id = request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok());
     let ctx = match authenticate(&state.security, authorization).await {
         Ok((caller, secret_version)) => RequestContext::new(caller, state.security.authorizer.clone())
             .with_secret_version(secret_version)
-            .with_request_id(request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()))
+            .with_request_id(request_id)
             .with_operation(operation),
-        Err(err) => return ApiError::from(err).into_response(),
+        Err(err) => {
+            let reason = err.to_string();
+            let response = ApiError::from(err).into_response();
+            let asked = (&*operation, request_id, authorization);
+            return crate::audit::record_unauthenticated(&state, asked, reason, response).await;
+        }
     };
     request.extensions_mut().insert(ctx.clone());
     let response = next.run(request).await;
     log_decisions(&ctx, &method, route.as_str(), &response);
-    response
+    crate::audit::record_request(&state, &ctx, &method, response).await
 }
 
 /// The caller, and the secret version its token was issued under (icegate-issued tokens).
@@ -180,6 +186,7 @@ mod tests {
             max_body_bytes: 1 << 20,
             security,
             operations: Arc::new(crate::methods_by_route(&documents)),
+            strangers: crate::audit::StrangerRecords::default(),
         }));
         let router = router.with_state(state).layer(axum::middleware::from_fn(crate::error::iceberg_error_bodies));
         let mut checked = 0;

@@ -5,6 +5,7 @@
 //! `endpoints` list of `/v1/config` is read off the same document, so what is served, what is
 //! documented and what is advertised cannot drift apart.
 
+pub mod audit;
 pub mod authn;
 pub mod body_memory;
 pub mod error;
@@ -64,6 +65,8 @@ pub struct AppStateInner {
     /// without authenticating.
     /// The documented operations by route: the verbs served, each with its operation id.
     pub operations: Arc<Operations>,
+    /// The bound on records of callers that did not authenticate (see [`audit::StrangerRecords`]).
+    pub strangers: audit::StrangerRecords,
 }
 
 /// Limits applied to every request.
@@ -105,6 +108,7 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
         max_body_bytes: options.max_body_bytes,
         security,
         operations: Arc::new(methods_by_route(&documents)),
+        strangers: audit::StrangerRecords::default(),
     }));
     let request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     let trace = TraceLayer::new_for_http()

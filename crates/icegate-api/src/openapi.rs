@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{access, config, namespaces, oauth, ops, tables, views, warehouses};
+use crate::routes::{access, audit, config, namespaces, oauth, ops, tables, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -39,6 +39,7 @@ struct IcebergRestDoc;
     tags(
         (name = "Warehouses", description = "Storage roots that hold namespaces, tables and views"),
         (name = "Access control", description = "Principals, roles and grants"),
+        (name = "Audit", description = "The audit trail: who did what, and what was handed out"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -149,6 +150,8 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(warehouses::create_warehouse, warehouses::list_warehouses))
         .routes(routes!(warehouses::get_warehouse, warehouses::delete_warehouse))
         .routes(routes!(warehouses::update_storage_profile))
+        .routes(routes!(warehouses::update_settings))
+        .routes(routes!(audit::search_audit))
         .routes(routes!(access::create_principal, access::list_principals))
         .routes(routes!(access::get_principal, access::delete_principal))
         .routes(routes!(access::rotate_secret))

@@ -32,10 +32,12 @@ pub enum Privilege {
     Drop,
     ManageGrants,
     Admin,
+    /// Reading the audit trail: on the server every record, on a warehouse its records.
+    Audit,
 }
 
 impl Privilege {
-    pub const ALL: [Privilege; 7] = [
+    pub const ALL: [Privilege; 8] = [
         Privilege::Describe,
         Privilege::Read,
         Privilege::Write,
@@ -43,6 +45,7 @@ impl Privilege {
         Privilege::Drop,
         Privilege::ManageGrants,
         Privilege::Admin,
+        Privilege::Audit,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +57,7 @@ impl Privilege {
             Self::Drop => "drop",
             Self::ManageGrants => "manage_grants",
             Self::Admin => "admin",
+            Self::Audit => "audit",
         }
     }
 

@@ -11,10 +11,20 @@ use std::sync::{Arc, Mutex};
 
 use crate::access::{Authorizer, Holdings, answer, outcome};
 pub use crate::actors::{Caller, Decision, Outcome, Privilege, Target};
+use crate::audit::AuditEvent;
 use crate::error::{CatalogError, Result};
 use crate::idempotency::{IdempotencyScope, WriteContext};
 use crate::ids::{PrincipalId, TabularId};
 use crate::storage::AccessLevel;
+
+/// What a request's record carries beside who asked and for what.
+#[derive(Debug, Default)]
+struct Trail {
+    decisions: Vec<Decision>,
+    events: Vec<AuditEvent>,
+    /// A change was handed to the store with this request's record (see [`RequestContext::write`]).
+    written: bool,
+}
 
 #[derive(Clone)]
 pub struct RequestContext {
@@ -24,8 +34,9 @@ pub struct RequestContext {
     request_id: Option<Arc<str>>,
     /// The operation the request asks for, by its id in the OpenAPI documents (`loadTable`).
     operation: Option<Arc<str>>,
-    /// Every decision taken for this request, in order (shared by the context's clones).
-    decisions: Arc<Mutex<Vec<Decision>>>,
+    /// Every decision taken for this request, in order, and what else its record carries
+    /// (shared by the context's clones).
+    trail: Arc<Mutex<Trail>>,
     /// The secret version the caller's token was issued under (icegate-issued tokens).
     secret_version: Option<i64>,
 }
@@ -110,7 +121,7 @@ impl RequestContext {
             idempotency: None,
             request_id: None,
             operation: None,
-            decisions: Arc::default(),
+            trail: Arc::default(),
             secret_version: None,
         }
     }
@@ -125,12 +136,11 @@ impl RequestContext {
             idempotency: None,
             request_id: None,
             operation: None,
-            decisions: Arc::default(),
+            trail: Arc::default(),
             secret_version: None,
         }
     }
 
-    /// The request's id (`x-request-id`), for the record of its decisions.
     /// The secret version the caller's token was issued under (`None`: not an icegate token).
     pub fn with_secret_version(mut self, version: Option<i64>) -> Self {
         self.secret_version = version;
@@ -151,6 +161,7 @@ impl RequestContext {
         self.operation.as_deref()
     }
 
+    /// The request's id (`x-request-id`), for the record of its decisions.
     pub fn with_request_id(mut self, id: Option<&str>) -> Self {
         self.request_id = id.map(Into::into);
         self
@@ -162,16 +173,55 @@ impl RequestContext {
         self
     }
 
-    /// What the request's mutation records with its change.
+    /// What the request's mutation records with its change (the change's record is then
+    /// written in its transaction: see [`wrote`](Self::wrote)).
     pub fn write(&self) -> WriteContext {
+        let mut write = self.record();
+        if let Ok(mut trail) = self.trail.lock() {
+            trail.written = true;
+        }
+        write.events.clear();
+        write
+    }
+
+    /// Everything the request's record carries, for a request that is not a recorded change
+    /// (see `crate::audit`).
+    pub fn record(&self) -> WriteContext {
         let principal = self.caller.principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
-        let decisions = self.decisions.lock().map(|d| d.clone()).unwrap_or_default();
+        let (decisions, events) = self.with_trail(|trail| (trail.decisions.clone(), trail.events.clone()));
         WriteContext {
             principal,
             actor: self.caller.clone(),
             operation: self.operation.clone(),
             decisions,
             idempotency: self.idempotency.clone(),
+            request_id: self.request_id.clone(),
+            events,
+        }
+    }
+
+    /// Whether a change was handed to the store with this request's record (written in the
+    /// change's transaction if it applied).
+    pub fn wrote(&self) -> bool {
+        self.with_trail(|trail| trail.written)
+    }
+
+    /// Notes something the request hands out or was refused, for its record.
+    pub fn note(&self, event: AuditEvent) {
+        if let Ok(mut trail) = self.trail.lock() {
+            trail.events.push(event);
+        }
+    }
+
+    /// Whether the request handed anything out (credentials, a signature, a token).
+    pub fn handed_out(&self) -> bool {
+        self.with_trail(|trail| !trail.events.is_empty())
+    }
+
+    fn with_trail<R>(&self, f: impl FnOnce(&Trail) -> R) -> R {
+        match self.trail.lock() {
+            Ok(trail) => f(&trail),
+            Err(poisoned) => f(&poisoned.into_inner()),
         }
     }
 
@@ -190,15 +240,12 @@ impl RequestContext {
 
     /// Looks at the decisions taken so far without copying them.
     pub fn with_decisions<R>(&self, f: impl FnOnce(&[Decision]) -> R) -> R {
-        match self.decisions.lock() {
-            Ok(decisions) => f(&decisions),
-            Err(poisoned) => f(&poisoned.into_inner()),
-        }
+        self.with_trail(|trail| f(&trail.decisions))
     }
 
-    fn record(&self, target: &Target, privilege: Privilege, outcome: Outcome) {
-        if let Ok(mut decisions) = self.decisions.lock() {
-            decisions.push(Decision { target: target.clone(), privilege, outcome });
+    fn decided(&self, target: &Target, privilege: Privilege, outcome: Outcome) {
+        if let Ok(mut trail) = self.trail.lock() {
+            trail.decisions.push(Decision { target: target.clone(), privilege, outcome });
         }
     }
 
@@ -215,20 +262,20 @@ impl RequestContext {
     async fn decide_with(&self, target: &Target, privilege: Privilege, now: bool) -> Result<(Outcome, Allowed)> {
         let (id, authorizer) = match (&self.caller, &self.authorizer) {
             (Caller::Anonymous | Caller::System { .. }, _) => {
-                self.record(target, privilege, Outcome::Unrestricted);
+                self.decided(target, privilege, Outcome::Unrestricted);
                 return Ok((Outcome::Unrestricted, Allowed { privilege, principal: None, holdings: None }));
             }
             (Caller::Principal { id, .. }, Some(authorizer)) => (id, authorizer),
             // A principal without an authorizer is a wiring bug: refuse.
             (Caller::Principal { .. }, None) => {
-                self.record(target, privilege, Outcome::Forbidden);
+                self.decided(target, privilege, Outcome::Forbidden);
                 return Err(CatalogError::Forbidden("no authorization for this request".into()));
             }
         };
         let holdings =
             if now { authorizer.holdings_now(id, target).await? } else { authorizer.holdings(id, target).await? };
         let outcome = outcome(&holdings, privilege);
-        self.record(target, privilege, outcome);
+        self.decided(target, privilege, outcome);
         Ok((outcome, Allowed { privilege, principal: Some(id.clone()), holdings: Some(holdings) }))
     }
 

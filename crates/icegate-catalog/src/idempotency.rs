@@ -52,6 +52,10 @@ pub struct WriteContext {
     /// of the change carries).
     pub decisions: Vec<crate::actors::Decision>,
     pub idempotency: Option<Arc<IdempotencyScope>>,
+    /// The request's id (`x-request-id`), when a request asked for the change.
+    pub request_id: Option<Arc<str>>,
+    /// What the request handed out or was refused beside its decisions (see `crate::audit`).
+    pub events: Vec<crate::audit::AuditEvent>,
 }
 
 impl Default for WriteContext {
@@ -68,6 +72,8 @@ impl WriteContext {
         operation: None,
         decisions: Vec::new(),
         idempotency: None,
+        request_id: None,
+        events: Vec::new(),
     };
 
     /// The same write without the request's idempotency key: for a change whose answer must
@@ -90,6 +96,8 @@ impl WriteContext {
             operation: None,
             decisions: Vec::new(),
             idempotency,
+            request_id: None,
+            events: Vec::new(),
         }
     }
 }

@@ -12,6 +12,7 @@
 pub mod access;
 pub mod access_admin;
 pub mod actors;
+pub mod audit;
 mod authorization;
 pub mod budget;
 pub mod cache;

@@ -377,6 +377,7 @@ impl Catalog {
             storage_root: root.clone(),
             storage_profile: profile.clone(),
             profile_version: 0,
+            settings: crate::store::WarehouseSettings::default(),
             created_at_ms: 0,
             updated_at_ms: 0,
         };

@@ -352,6 +352,11 @@ pub struct SignRequest {
 pub struct SignResult {
     pub uri: String,
     pub headers: BTreeMap<String, Vec<String>>,
+    /// What was signed, for the record: the S3 operation, the bucket and the object key (empty
+    /// for the bucket itself).
+    pub operation: String,
+    pub bucket: String,
+    pub key: String,
 }
 
 /// Credential vending and request signing for tables in object storage.

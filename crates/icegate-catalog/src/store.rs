@@ -29,8 +29,31 @@ pub struct Warehouse {
     pub storage_profile: StorageProfile,
     /// Grows with every profile change; caches of clients and credentials are keyed by it.
     pub profile_version: i64,
+    /// The warehouse's settings (`PUT /management/v1/warehouses/{name}/settings`).
+    pub settings: WarehouseSettings,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+}
+
+/// Settings of one warehouse, stored as a JSON document of the keys set (unknown keys are
+/// refused, so a misspelt key is an error, not a setting that silently does nothing).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarehouseSettings {
+    /// Whether metadata reads (loads without credentials, listings, existence checks) are
+    /// recorded in the audit trail. Changes, refusals, vends and signatures always are.
+    #[serde(rename = "audit.record-reads", default = "yes")]
+    pub audit_record_reads: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for WarehouseSettings {
+    fn default() -> Self {
+        Self { audit_record_reads: true }
+    }
 }
 
 /// One page of a keyset-paginated listing.
@@ -152,7 +175,7 @@ pub enum SwapOutcome {
 /// what describes the store itself.
 #[async_trait]
 pub trait CatalogStore:
-    WarehouseStore + NamespaceStore + TabularStore + IdempotencyStore + Send + Sync + 'static
+    WarehouseStore + NamespaceStore + TabularStore + IdempotencyStore + crate::audit::AuditStore + Send + Sync + 'static
 {
     /// `"postgres"` or `"sqlite"`.
     fn backend(&self) -> &'static str;
@@ -177,6 +200,13 @@ pub trait WarehouseStore: Send + Sync {
         write: &WriteContext,
         name: &WarehouseName,
         profile: &StorageProfile,
+    ) -> Result<Warehouse>;
+    /// Replaces a warehouse's settings; `NotFound` without it.
+    async fn update_warehouse_settings(
+        &self,
+        write: &WriteContext,
+        name: &WarehouseName,
+        settings: &WarehouseSettings,
     ) -> Result<Warehouse>;
     /// Creates the warehouse unless one of that name exists; returns the stored one either way.
     async fn ensure_warehouse(

@@ -67,6 +67,9 @@ fn first_secret_version() -> i64 {
 pub struct IssuedToken {
     pub access_token: String,
     pub expires_in: u64,
+    /// Whom it was issued to, and the token as records name it (its digest), for the record.
+    pub principal: Caller,
+    pub expires_at_ms: i64,
 }
 
 /// Why a token request failed, in OAuth2 terms.
@@ -412,7 +415,14 @@ impl Authenticator {
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("signing a token: {e}")))?;
-        Ok(IssuedToken { access_token: token, expires_in: lifetime })
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let principal = Caller::Principal {
+            id: principal.id.clone(),
+            name: principal.name.clone(),
+            via: Authentication::Icegate { token: Authentication::token_digest(&digest) },
+        };
+        let expires_at_ms = i64::try_from((now + lifetime).saturating_mul(1000)).unwrap_or(i64::MAX);
+        Ok(IssuedToken { access_token: token, expires_in: lifetime, principal, expires_at_ms })
     }
 
     /// The caller behind an `Authorization` header, with the secret version its token was

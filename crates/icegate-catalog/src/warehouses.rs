@@ -77,6 +77,22 @@ impl Warehouses<'_> {
         Ok(updated)
     }
 
+    /// Replaces a warehouse's settings. Server admins only: the settings decide what the audit
+    /// trail records of the warehouse, which its own admins do not decide.
+    pub async fn update_settings(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        settings: crate::store::WarehouseSettings,
+    ) -> Result<Warehouse> {
+        let existing = self.warehouse_named(name).await?;
+        self.require_warehouse(ctx, &existing, name, Privilege::Describe).await?;
+        ctx.require(&Target::Server, Privilege::Admin, || CatalogError::no_such_warehouse(name)).await?;
+        let updated = self.store().update_warehouse_settings(&ctx.write(), &existing.name, &settings).await?;
+        self.forget_warehouse(&updated.name);
+        Ok(updated)
+    }
+
     /// The warehouses the caller may see: all of them with `describe` on the server, else those
     /// it holds something on or in.
     pub async fn list(&self, ctx: &RequestContext) -> Result<Vec<WarehouseView>> {

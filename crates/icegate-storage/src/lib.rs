@@ -230,6 +230,7 @@ mod tests {
             storage_root: StorageRoot::parse(root).unwrap(),
             storage_profile: StorageProfile::File,
             profile_version: 1,
+            settings: icegate_catalog::store::WarehouseSettings::default(),
             created_at_ms: 0,
             updated_at_ms: 0,
         }

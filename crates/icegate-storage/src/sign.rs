@@ -482,7 +482,14 @@ pub(crate) fn check_and_sign(
         out.retain(|k, _| !k.eq_ignore_ascii_case(name));
         out.insert(name.to_owned(), vec![value.to_owned()]);
     }
-    Ok((SignResult { uri: uri.as_str().to_owned(), headers: out }, operation))
+    let signed = SignResult {
+        uri: uri.as_str().to_owned(),
+        headers: out,
+        operation: operation.name.to_string(),
+        bucket: access.bucket.clone(),
+        key,
+    };
+    Ok((signed, operation))
 }
 
 #[cfg(test)]

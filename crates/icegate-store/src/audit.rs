@@ -13,6 +13,7 @@
 
 use icegate_catalog::CatalogError;
 use icegate_catalog::actors::{Authentication, Caller};
+use icegate_catalog::audit::{AuditEvent, RequestRecord};
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::MetadataSwap;
 use serde_json::{Value, json};
@@ -79,13 +80,126 @@ pub(crate) struct Entry {
     operation: Option<String>,
     principal_id: Option<String>,
     actor: String,
+    /// What the record is about (see [`subject`]) and how it ended: searchable copies.
+    warehouse_id: Option<String>,
+    resource: Option<String>,
+    outcome: &'static str,
     record: String,
+}
+
+/// The separator of a resource's parts in the `resource` column (namespace levels, then the
+/// name): a character no name holds in practice, and no search can match across.
+pub const RESOURCE_SEPARATOR: char = '\u{1f}';
+
+/// What a request was about, by its most specific decision's target: the warehouse, and the
+/// resource (namespace levels, then a table's or view's name). `None`s for the server.
+fn subject(decisions: &[icegate_catalog::actors::Decision]) -> (Option<String>, Option<Vec<String>>) {
+    use icegate_catalog::actors::Target;
+    let depth = |target: &Target| match target {
+        Target::Server => 0,
+        Target::Warehouse { .. } => 1,
+        Target::Namespace { .. } => 2,
+        Target::Tabular { .. } => 3,
+    };
+    let Some(target) = decisions.iter().map(|d| &d.target).rev().max_by_key(|t| depth(t)) else {
+        return (None, None);
+    };
+    match target {
+        Target::Server => (None, None),
+        Target::Warehouse { warehouse_id } => (Some(warehouse_id.as_str().to_owned()), None),
+        Target::Namespace { warehouse_id, namespace } => {
+            (Some(warehouse_id.as_str().to_owned()), Some(namespace.levels().to_vec()))
+        }
+        Target::Tabular { warehouse_id, namespace, name, .. } => {
+            let mut parts = namespace.levels().to_vec();
+            parts.push(name.clone());
+            (Some(warehouse_id.as_str().to_owned()), Some(parts))
+        }
+    }
+}
+
+/// An event as a record names it.
+fn event(event: &AuditEvent) -> Value {
+    match event {
+        AuditEvent::Vended { tabular_id, prefix, level, expires_at_ms, access_key_id, refresh } => json!({
+            "kind": if *refresh { "credentials-refreshed" } else { "credentials-vended" },
+            "tabular-id": tabular_id.as_ref().map(|id| id.as_str()),
+            "prefix": prefix,
+            "access": level.as_str(),
+            "expires-at-ms": expires_at_ms,
+            "access-key-id": access_key_id,
+        }),
+        AuditEvent::Signed { tabular_id, method, bucket, key, level } => json!({
+            "kind": "request-signed",
+            "tabular-id": tabular_id.as_ref().map(|id| id.as_str()),
+            "operation": method,
+            "bucket": bucket,
+            "key": key,
+            "access": level.as_str(),
+        }),
+        AuditEvent::TokenIssued { client_id, expires_at_ms, token } => json!({
+            "kind": "token-issued", "client-id": client_id, "expires-at-ms": expires_at_ms, "token": token,
+        }),
+        AuditEvent::TokenRefused { client_id, reason, suppressed_before } => json!({
+            "kind": "token-refused", "client-id": client_id, "reason": reason, "suppressed-before": suppressed_before,
+        }),
+        AuditEvent::Unauthenticated { token, reason, suppressed_before } => json!({
+            "kind": "unauthenticated", "token": token, "reason": reason, "suppressed-before": suppressed_before,
+        }),
+        AuditEvent::Startup { version, config_digest, settings } => json!({
+            "kind": "startup", "version": version, "config-digest": config_digest, "settings": settings,
+        }),
+    }
 }
 
 /// The record of the change `write` makes at `at_ms`; `None` for [`WriteContext::NONE`] (tests'
 /// own set-up, which no one asked for).
 pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
     entry_with(write, at_ms, Value::Null)
+}
+
+/// What a change made, for its record: the object it is about (its warehouse, and namespace
+/// levels then name: the record's subject and searchable resource, in place of the decisions'
+/// most specific target, which for a create is the container) and what happened to it.
+pub(crate) struct Change {
+    pub warehouse_id: String,
+    pub resource: Vec<String>,
+    pub detail: Value,
+}
+
+impl Change {
+    /// A table or view (`kind`) by its id and name, with `detail`'s fields beside them.
+    pub(crate) fn tabular(
+        warehouse_id: &str,
+        (namespace, name): (&icegate_catalog::NamespaceIdent, &str),
+        (id, kind): (&str, icegate_catalog::store::TabularKind),
+        mut detail: Value,
+    ) -> Self {
+        let mut resource = namespace.levels().to_vec();
+        resource.push(name.to_owned());
+        detail["tabular-id"] = json!(id);
+        detail["kind"] = json!(kind.as_str());
+        Self { warehouse_id: warehouse_id.to_owned(), resource, detail }
+    }
+
+    /// A namespace by its levels, with `detail`.
+    pub(crate) fn namespace(warehouse_id: &str, namespace: &icegate_catalog::NamespaceIdent, detail: Value) -> Self {
+        Self { warehouse_id: warehouse_id.to_owned(), resource: namespace.levels().to_vec(), detail }
+    }
+}
+
+/// The record of `write`'s change `change` at `at_ms` (`None` as for [`entry`]).
+pub(crate) fn entry_changed(write: &WriteContext, at_ms: i64, change: &Change) -> Option<Entry> {
+    if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
+        return None;
+    }
+    let mut entry = build(write, at_ms, true, ("applied", None), change.detail.clone());
+    let mut record: Value = serde_json::from_str(&entry.record).ok()?;
+    record["subject"] = json!({ "warehouse-id": change.warehouse_id, "resource": change.resource });
+    entry.record = record.to_string();
+    entry.warehouse_id = Some(change.warehouse_id.clone());
+    entry.resource = Some(change.resource.join(&RESOURCE_SEPARATOR.to_string()));
+    Some(entry)
 }
 
 /// The record of a single-table commit's swap (committed in a group): the change names the table
@@ -104,29 +218,72 @@ fn entry_with(write: &WriteContext, at_ms: i64, change: Value) -> Option<Entry> 
     if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
         return None;
     }
+    Some(build(write, at_ms, true, ("applied", None), change))
+}
+
+/// The record of a request that is not a recorded change (a read, a vend, a signature, a
+/// refusal, a token, a start-up): what it was answered with and how it ended.
+pub(crate) fn request_entry(request: &RequestRecord, at_ms: i64) -> Entry {
+    build(&request.write, at_ms, request.authenticated, (request.answered.as_str(), request.status), Value::Null)
+}
+
+fn build(
+    write: &WriteContext,
+    at_ms: i64,
+    authenticated: bool,
+    (outcome, status): (&'static str, Option<u16>),
+    change: Value,
+) -> Entry {
     let decisions: Vec<Value> = write.decisions.iter().map(decision).collect();
-    let record = json!({
+    let (warehouse_id, resource) = subject(&write.decisions);
+    let (actor_value, actor_column) = if authenticated {
+        (actor(&write.actor), write.actor.describe())
+    } else {
+        (json!({ "kind": "unauthenticated" }), UNAUTHENTICATED.to_owned())
+    };
+    let mut record = json!({
         "at-ms": at_ms,
-        "actor": actor(&write.actor),
+        "request-id": write.request_id.as_deref(),
+        "actor": actor_value,
         "operation": write.operation.as_deref(),
+        "subject": { "warehouse-id": warehouse_id, "resource": resource },
         "decisions": decisions,
         "idempotency-key": write.idempotency.as_ref().map(|scope| scope.key.key.as_str()),
         "change": change,
-        "outcome": "applied",
+        "outcome": outcome,
     });
-    Some(Entry {
+    if let Some(status) = status {
+        record["status"] = json!(status);
+    }
+    if !write.events.is_empty() {
+        record["events"] = Value::Array(write.events.iter().map(event).collect());
+    }
+    Entry {
         at_ms,
         operation: write.operation.as_deref().map(str::to_owned),
-        principal_id: write.actor.principal_id().map(|id| id.as_str().to_owned()),
-        actor: write.actor.describe(),
+        principal_id: if authenticated { write.actor.principal_id().map(|id| id.as_str().to_owned()) } else { None },
+        actor: actor_column,
+        warehouse_id,
+        resource: resource.map(|parts| parts.join(&RESOURCE_SEPARATOR.to_string())),
+        outcome,
         record: record.to_string(),
-    })
+    }
 }
+
+/// How the actor column names a caller that did not authenticate.
+pub const UNAUTHENTICATED: &str = "unauthenticated";
 
 /// Appends `entries` to the chain in `tx`, last in the transaction (see the module documentation).
 pub(crate) async fn append(tx: &mut WriteTx, backend: Backend, entries: &[&Entry]) -> Result<(), CatalogError> {
     append_on(tx, backend, entries).await.map_err(db_error)
 }
+
+/// The columns of a record, in the order statements bind them.
+const COLUMNS: [&str; 10] =
+    ["seq", "at_ms", "operation", "principal_id", "actor", "warehouse_id", "resource", "outcome", "record", "hash"];
+
+/// Records per `INSERT` statement when many are appended together.
+const ROWS_PER_INSERT: usize = 50;
 
 /// [`append`] on a connection in a transaction (the group committers' and a swap run alone).
 pub(crate) async fn append_on(
@@ -142,22 +299,36 @@ pub(crate) async fn append_on(
         .fetch_one(&mut *conn)
         .await?;
     let (mut seq, mut hash): (i64, String) = (head.try_get("seq")?, head.try_get("hash")?);
+    let mut linked = Vec::with_capacity(entries.len());
     for entry in entries {
         seq += 1;
         hash = link(&hash, &entry.record);
-        sqlx::query(
-            "INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(seq)
-        .bind(entry.at_ms)
-        .bind(entry.operation.as_deref())
-        .bind(entry.principal_id.as_deref())
-        .bind(&entry.actor)
-        .bind(&entry.record)
-        .bind(&hash)
-        .execute(&mut *conn)
-        .await?;
+        linked.push((seq, *entry, hash.clone()));
+    }
+    for rows in linked.chunks(ROWS_PER_INSERT) {
+        let values: Vec<String> = (0..rows.len())
+            .map(|row| {
+                let first = row * COLUMNS.len();
+                let params: Vec<String> = (1..=COLUMNS.len()).map(|n| format!("${}", first + n)).collect();
+                format!("({})", params.join(", "))
+            })
+            .collect();
+        let sql = format!("INSERT INTO audit_log ({}) VALUES {}", COLUMNS.join(", "), values.join(", "));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (seq, entry, hash) in rows {
+            query = query
+                .bind(*seq)
+                .bind(entry.at_ms)
+                .bind(entry.operation.as_deref())
+                .bind(entry.principal_id.as_deref())
+                .bind(&entry.actor)
+                .bind(entry.warehouse_id.as_deref())
+                .bind(entry.resource.as_deref())
+                .bind(entry.outcome)
+                .bind(&entry.record)
+                .bind(hash);
+        }
+        query.execute(&mut *conn).await?;
     }
     sqlx::query("UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1")
         .bind(seq)
@@ -178,8 +349,8 @@ pub(crate) fn append_sqlite(tx: &rusqlite::Transaction<'_>, entries: &[&Entry]) 
         seq += 1;
         hash = link(&hash, &entry.record);
         tx.prepare_cached(
-            "INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, warehouse_id, resource, outcome, \
+             record, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?
         .execute(rusqlite::params![
             seq,
@@ -187,6 +358,9 @@ pub(crate) fn append_sqlite(tx: &rusqlite::Transaction<'_>, entries: &[&Entry]) 
             entry.operation,
             entry.principal_id,
             entry.actor,
+            entry.warehouse_id,
+            entry.resource,
+            entry.outcome,
             entry.record,
             hash
         ])?;
@@ -196,11 +370,204 @@ pub(crate) fn append_sqlite(tx: &rusqlite::Transaction<'_>, entries: &[&Entry]) 
     Ok(())
 }
 
+/// See [`Entry::columns`].
+pub(crate) type EntryColumns<'a> =
+    (i64, Option<&'a str>, Option<&'a str>, &'a str, &'a str, Option<&'a str>, Option<&'a str>, &'a str);
+
 impl Entry {
     /// The values the PostgreSQL group function takes for this record: time, operation,
-    /// principal id, actor, record.
-    pub(crate) fn columns(&self) -> (i64, Option<&str>, Option<&str>, &str, &str) {
-        (self.at_ms, self.operation.as_deref(), self.principal_id.as_deref(), &self.actor, &self.record)
+    /// principal id, actor, record, warehouse, resource, outcome.
+    pub(crate) fn columns(&self) -> EntryColumns<'_> {
+        (
+            self.at_ms,
+            self.operation.as_deref(),
+            self.principal_id.as_deref(),
+            &self.actor,
+            &self.record,
+            self.warehouse_id.as_deref(),
+            self.resource.as_deref(),
+            self.outcome,
+        )
+    }
+}
+
+/// Records of requests that are not changes, appended in groups: each request queues its record
+/// and waits; whoever finds no group being appended starts one (on a task of its own, so a
+/// request that gives up does not strand the others), which appends everything queued, in one
+/// transaction, until the queue is empty. Concurrent requests share a transaction and an
+/// `fsync`, so recording them costs little more than recording one.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    queue: std::sync::Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<(Entry, tokio::sync::oneshot::Sender<Result<(), String>>)>,
+    appending: bool,
+}
+
+/// Records appended in one transaction at most.
+const GROUP: usize = 500;
+
+impl Recorder {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Clears the `appending` mark when the appending task ends, however it ends (the records it
+/// took then fail: their senders are dropped).
+struct Appending<'a>(&'a Recorder);
+
+impl Drop for Appending<'_> {
+    fn drop(&mut self) {
+        self.0.lock().appending = false;
+    }
+}
+
+impl SqlStore {
+    /// Appends `entry` with the next group and returns once it is durable.
+    pub(crate) async fn record_entry(&self, entry: Entry) -> Result<(), CatalogError> {
+        let (sent, received) = tokio::sync::oneshot::channel();
+        let start = {
+            let mut queue = self.recorder.lock();
+            queue.pending.push((entry, sent));
+            !std::mem::replace(&mut queue.appending, true)
+        };
+        if start {
+            let store = self.clone();
+            tokio::spawn(async move { store.append_groups().await });
+        }
+        match received.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(CatalogError::Unavailable(format!("the audit trail could not be written: {why}"))),
+            Err(_) => Err(CatalogError::Unavailable("the audit trail could not be written".into())),
+        }
+    }
+
+    async fn append_groups(&self) {
+        let _appending = Appending(&self.recorder);
+        loop {
+            let group: Vec<_> = {
+                let mut queue = self.recorder.lock();
+                if queue.pending.is_empty() {
+                    queue.appending = false;
+                    return;
+                }
+                let take = queue.pending.len().min(GROUP);
+                queue.pending.drain(..take).collect()
+            };
+            let entries: Vec<&Entry> = group.iter().map(|(entry, _)| entry).collect();
+            let result = self.append_alone(&entries).await.map_err(|e| e.to_string());
+            for (_, sent) in group {
+                let _ = sent.send(result.clone());
+            }
+        }
+    }
+
+    /// Appends `entries` in a transaction of their own.
+    async fn append_alone(&self, entries: &[&Entry]) -> Result<(), CatalogError> {
+        let mut tx = self.begin_write().await?;
+        if let Err(err) = append(&mut tx, self.backend, entries).await {
+            let _ = tx.rollback().await;
+            return Err(err);
+        }
+        tx.commit().await.map_err(db_error)
+    }
+}
+
+#[async_trait::async_trait]
+impl icegate_catalog::audit::AuditStore for SqlStore {
+    async fn record(&self, request: RequestRecord) -> Result<(), CatalogError> {
+        self.record_entry(request_entry(&request, self.now_ms())).await
+    }
+
+    async fn audit_records(
+        &self,
+        filter: &icegate_catalog::audit::AuditFilter,
+        limit: u32,
+    ) -> Result<Vec<icegate_catalog::audit::AuditRecord>, CatalogError> {
+        enum Param {
+            Int(i64),
+            Text(String),
+        }
+        let mut params: Vec<Param> = Vec::new();
+        // The placeholder of a new parameter.
+        let mut bind = |param: Param| {
+            params.push(param);
+            format!("${}", params.len())
+        };
+        let mut conditions: Vec<String> = Vec::new();
+        for (value, column) in [
+            (filter.after_seq, "seq >"),
+            (filter.until_seq, "seq <="),
+            (filter.since_ms, "at_ms >="),
+            (filter.until_ms, "at_ms <"),
+        ] {
+            if let Some(value) = value {
+                conditions.push(format!("{column} {}", bind(Param::Int(value))));
+            }
+        }
+        for (value, column) in [
+            (&filter.actor, "actor"),
+            (&filter.principal_id, "principal_id"),
+            (&filter.operation, "operation"),
+            (&filter.warehouse_id, "warehouse_id"),
+            (&filter.outcome, "outcome"),
+        ] {
+            if let Some(value) = value {
+                conditions.push(format!("{column} = {}", bind(Param::Text(value.clone()))));
+            }
+        }
+        // Resources are compared whole or by prefix and suffix, never with LIKE, so no
+        // character of a name acts as a pattern.
+        let separator = RESOURCE_SEPARATOR.to_string();
+        match (&filter.namespace, &filter.name) {
+            (Some(levels), Some(name)) => {
+                let whole = [levels.as_slice(), std::slice::from_ref(name)].concat().join(&separator);
+                conditions.push(format!("resource = {}", bind(Param::Text(whole))));
+            }
+            (Some(levels), None) => {
+                // The namespace itself, or anything inside it.
+                let exact = levels.join(&separator);
+                let inside = format!("{exact}{separator}");
+                let len = inside.chars().count();
+                let (exact, inside) = (bind(Param::Text(exact)), bind(Param::Text(inside)));
+                conditions.push(format!("(resource = {exact} OR substr(resource, 1, {len}) = {inside})"));
+            }
+            (None, Some(name)) => {
+                let suffix = format!("{separator}{name}");
+                let len = suffix.chars().count();
+                conditions.push(format!(
+                    "length(resource) > {len} AND substr(resource, length(resource) - {len} + 1) = {}",
+                    bind(Param::Text(suffix))
+                ));
+            }
+            (None, None) => {}
+        }
+        let filter_sql =
+            if conditions.is_empty() { String::new() } else { format!(" WHERE {}", conditions.join(" AND ")) };
+        let sql = format!("SELECT seq, at_ms, record, hash FROM audit_log{filter_sql} ORDER BY seq LIMIT {limit}");
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for param in params {
+            query = match param {
+                Param::Int(value) => query.bind(value),
+                Param::Text(value) => query.bind(value),
+            };
+        }
+        let rows = query.fetch_all(&self.pool).await.map_err(db_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(icegate_catalog::audit::AuditRecord {
+                    seq: row.try_get("seq")?,
+                    at_ms: row.try_get("at_ms")?,
+                    record: row.try_get("record")?,
+                    hash: row.try_get("hash")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(db_error)
     }
 }
 
@@ -272,6 +639,11 @@ impl SqlStore {
         }
     }
 
+    /// The chain's head now: the last record's sequence number and hash.
+    pub async fn audit_head_now(&self) -> Result<(i64, String), CatalogError> {
+        self.audit_head().await
+    }
+
     async fn audit_head(&self) -> Result<(i64, String), CatalogError> {
         let head = sqlx::query("SELECT seq, hash FROM audit_head WHERE id = 1")
             .fetch_one(&self.pool)
@@ -285,8 +657,8 @@ impl SqlStore {
     async fn walk_audit(&self, walk: &mut Walk, head: (i64, &str)) -> Result<Option<(i64, String)>, CatalogError> {
         loop {
             let rows = sqlx::query(
-                "SELECT seq, at_ms, operation, principal_id, actor, record, hash FROM audit_log \
-                 WHERE seq >= $1 ORDER BY seq LIMIT $2",
+                "SELECT seq, at_ms, operation, principal_id, actor, warehouse_id, resource, outcome, record, hash \
+                 FROM audit_log WHERE seq >= $1 ORDER BY seq LIMIT $2",
             )
             .bind(walk.expected)
             .bind(PAGE)
@@ -336,6 +708,7 @@ fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String
     let actor = &parsed["actor"];
     let described = match actor["kind"].as_str() {
         Some("principal") => actor["name"].as_str().map(str::to_owned),
+        Some("unauthenticated") => Some(UNAUTHENTICATED.to_owned()),
         Some("anonymous") => Some("anonymous".to_owned()),
         Some("system") => actor["job"].as_str().map(|job| match actor["task"].as_str() {
             Some(task) => format!("system:{job}:{task}"),
@@ -355,6 +728,22 @@ fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String
     let recorded = (parsed["actor"]["kind"] == "principal").then(|| parsed["actor"]["id"].as_str()).flatten();
     if recorded != principal_id.as_deref() {
         return Ok(Some("its principal column differs from its record".into()));
+    }
+    let warehouse_id: Option<String> = row.try_get("warehouse_id")?;
+    let resource: Option<String> = row.try_get("resource")?;
+    let outcome: String = row.try_get("outcome")?;
+    let subject = &parsed["subject"];
+    if subject["warehouse-id"].as_str() != warehouse_id.as_deref() {
+        return Ok(Some("its warehouse column differs from its record".into()));
+    }
+    let parts = subject["resource"].as_array().map(|parts| {
+        parts.iter().map(|p| p.as_str().unwrap_or_default()).collect::<Vec<_>>().join(&RESOURCE_SEPARATOR.to_string())
+    });
+    if parts != resource {
+        return Ok(Some("its resource column differs from its record".into()));
+    }
+    if parsed["outcome"].as_str() != Some(outcome.as_str()) {
+        return Ok(Some("its outcome column differs from its record".into()));
     }
     Ok(None)
 }

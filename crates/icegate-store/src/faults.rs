@@ -79,6 +79,22 @@ impl<F: Faults> CatalogStore for FaultStore<F> {
 }
 
 #[async_trait]
+impl<F: Faults> icegate_catalog::audit::AuditStore for FaultStore<F> {
+    async fn record(&self, request: icegate_catalog::audit::RequestRecord) -> Result<()> {
+        self.faults.before("record").await?;
+        self.inner.record(request).await
+    }
+    async fn audit_records(
+        &self,
+        filter: &icegate_catalog::audit::AuditFilter,
+        limit: u32,
+    ) -> Result<Vec<icegate_catalog::audit::AuditRecord>> {
+        self.faults.before("audit_records").await?;
+        self.inner.audit_records(filter, limit).await
+    }
+}
+
+#[async_trait]
 impl<F: Faults> WarehouseStore for FaultStore<F> {
     async fn create_warehouse(
         &self,
@@ -98,6 +114,15 @@ impl<F: Faults> WarehouseStore for FaultStore<F> {
     ) -> Result<Warehouse> {
         self.faults.before("update_storage_profile").await?;
         self.inner.update_storage_profile(x, n, p).await
+    }
+    async fn update_warehouse_settings(
+        &self,
+        x: &WriteContext,
+        n: &WarehouseName,
+        s: &icegate_catalog::store::WarehouseSettings,
+    ) -> Result<Warehouse> {
+        self.faults.before("update_warehouse_settings").await?;
+        self.inner.update_warehouse_settings(x, n, s).await
     }
     async fn ensure_warehouse(&self, x: &WriteContext, n: &WarehouseName, r: &StorageRoot) -> Result<Warehouse> {
         self.faults.before("ensure_warehouse").await?;

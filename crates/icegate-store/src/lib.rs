@@ -65,6 +65,8 @@ pub struct SqlStore {
     writers: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
     /// Single-table metadata swaps committed in groups (see `group_commit`).
     group: Option<std::sync::Arc<group_commit::GroupCommit>>,
+    /// Records of requests that are not changes, appended in groups (see `audit::Recorder`).
+    recorder: std::sync::Arc<audit::Recorder>,
     /// The database the URL named, for messages and a direct connection attempt.
     database: std::sync::Arc<(Database, std::time::Duration)>,
     /// The time rows are stamped with and expiries are judged by.
@@ -161,7 +163,8 @@ impl SqlStore {
         let group = Some(std::sync::Arc::new(group_commit::GroupCommit::new(own)));
         let database = std::sync::Arc::new((database, options.acquire_timeout));
         let clock = icegate_catalog::clock::system();
-        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group, database, clock })
+        let recorder = std::sync::Arc::default();
+        Ok(Self { pool, backend, heads, reads, _owner: owner, writers, group, recorder, database, clock })
     }
 
     /// SQLite: how many reads ran in place on the request's thread, and how many were handed
@@ -310,11 +313,33 @@ impl SqlStore {
         self.commit_write_or(tx, write, db_error).await
     }
 
+    /// [`commit_write`](Self::commit_write) of a change whose record names what it made
+    /// (`change`: the object and what happened to it).
+    pub(crate) async fn commit_write_changed(
+        &self,
+        tx: WriteTx,
+        write: &WriteContext,
+        change: &audit::Change,
+        failed: fn(sqlx::Error) -> CatalogError,
+    ) -> Result<(), CatalogError> {
+        self.commit_write_with(tx, write, Some(change), failed).await
+    }
+
     /// [`commit_write`](Self::commit_write), with `failed` saying what a failed `COMMIT` means.
     async fn commit_write_or(
         &self,
+        tx: WriteTx,
+        write: &WriteContext,
+        failed: fn(sqlx::Error) -> CatalogError,
+    ) -> Result<(), CatalogError> {
+        self.commit_write_with(tx, write, None, failed).await
+    }
+
+    async fn commit_write_with(
+        &self,
         mut tx: WriteTx,
         write: &WriteContext,
+        change: Option<&audit::Change>,
         failed: fn(sqlx::Error) -> CatalogError,
     ) -> Result<(), CatalogError> {
         if let Some(scope) = &write.idempotency {
@@ -336,7 +361,11 @@ impl SqlStore {
             }
         }
         // The change's record, last: nothing is applied without it (see `audit`).
-        if let Some(entry) = audit::entry(write, self.now_ms())
+        let entry = match change {
+            Some(change) => audit::entry_changed(write, self.now_ms(), change),
+            None => audit::entry(write, self.now_ms()),
+        };
+        if let Some(entry) = entry
             && let Err(err) = audit::append(&mut tx, self.backend, &[&entry]).await
         {
             let _ = tx.rollback().await;

@@ -118,7 +118,12 @@ impl NamespaceStore for SqlStore {
             }
         }
         upsert_properties(&mut tx, &id, properties).await?;
-        self.commit_write(tx, write).await
+        let change = crate::audit::Change::namespace(
+            warehouse_id.as_str(),
+            namespace,
+            serde_json::json!({ "namespace-id": id, "created": true }),
+        );
+        self.commit_write_changed(tx, write, &change, db_error).await
     }
 
     async fn list_namespaces(
@@ -241,7 +246,14 @@ impl NamespaceStore for SqlStore {
             .await;
         match result {
             Ok(done) if done.rows_affected() == 0 => Err(CatalogError::no_such_namespace(namespace)),
-            Ok(_) => self.commit_write(tx, write).await,
+            Ok(_) => {
+                let change = crate::audit::Change::namespace(
+                    warehouse_id.as_str(),
+                    namespace,
+                    serde_json::json!({ "dropped": true }),
+                );
+                self.commit_write_changed(tx, write, &change, db_error).await
+            }
             Err(e) if is_violation(&e, ErrorKind::ForeignKeyViolation) => {
                 Err(CatalogError::NamespaceNotEmpty(format!("Namespace {namespace} is not empty")))
             }

@@ -16,7 +16,8 @@ use crate::{SqlStore, db_error, is_violation, taken_or_failed};
 macro_rules! select_warehouses {
     ($tail:literal) => {
         concat!(
-            "SELECT id, name, storage_root, storage_profile, profile_version, created_at, updated_at FROM warehouses",
+            "SELECT id, name, storage_root, storage_profile, profile_version, settings, created_at, updated_at \
+             FROM warehouses",
             $tail
         )
     };
@@ -30,6 +31,7 @@ struct WarehouseRow {
     storage_root: String,
     storage_profile: String,
     profile_version: i64,
+    settings: String,
     created_at: i64,
     updated_at: i64,
 }
@@ -44,6 +46,8 @@ fn from_row(row: &AnyRow) -> Result<Warehouse, CatalogError> {
         storage_profile: serde_json::from_str(&row.storage_profile)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid storage profile in a warehouse row: {e}")))?,
         profile_version: row.profile_version,
+        settings: serde_json::from_str(&row.settings)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("invalid settings in a warehouse row: {e}")))?,
         created_at_ms: row.created_at,
         updated_at_ms: row.updated_at,
     })
@@ -144,6 +148,7 @@ impl WarehouseStore for SqlStore {
             storage_root: root.clone(),
             storage_profile: profile.clone(),
             profile_version: 1,
+            settings: Default::default(),
             created_at_ms: now,
             updated_at_ms: now,
         })
@@ -159,9 +164,33 @@ impl WarehouseStore for SqlStore {
         let row = sqlx::query(
             "UPDATE warehouses SET storage_profile = $1, profile_version = profile_version + 1, updated_at = $2 \
              WHERE name = $3 \
-             RETURNING id, name, storage_root, storage_profile, profile_version, created_at, updated_at",
+             RETURNING id, name, storage_root, storage_profile, profile_version, settings, created_at, updated_at",
         )
         .bind(profile_json(profile)?)
+        .bind(self.now_ms())
+        .bind(name.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?;
+        let updated = row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))?;
+        self.commit_write(tx, write).await?;
+        Ok(updated)
+    }
+
+    async fn update_warehouse_settings(
+        &self,
+        write: &WriteContext,
+        name: &WarehouseName,
+        settings: &icegate_catalog::store::WarehouseSettings,
+    ) -> Result<Warehouse, CatalogError> {
+        let document = serde_json::to_string(settings)
+            .map_err(|e| CatalogError::Internal(anyhow::anyhow!("serialising settings: {e}")))?;
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "UPDATE warehouses SET settings = $1, updated_at = $2 WHERE name = $3 \
+             RETURNING id, name, storage_root, storage_profile, profile_version, settings, created_at, updated_at",
+        )
+        .bind(document)
         .bind(self.now_ms())
         .bind(name.as_str())
         .fetch_optional(&mut *tx)

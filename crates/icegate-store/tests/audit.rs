@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
+use icegate_catalog::actors::{Decision, Outcome, Privilege, Target};
+use icegate_catalog::audit::{Answered, AuditEvent, AuditFilter, AuditStore, RequestRecord};
 use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::storage::AccessLevel;
 use icegate_catalog::store::prelude::*;
 use icegate_catalog::{NamespaceIdent, Properties, RequestContext, StorageRoot, WarehouseName};
 use icegate_store::testing::TestDatabase;
@@ -152,7 +155,7 @@ async fn tampering_is_refused_and_found(db: TestDatabase) {
     assert_eq!(broken_at().await, None);
     // Edited with its own hash recomputed: the next record no longer links to it.
     let (_, hash2, _) = row(2).await;
-    let forged = record3.replace("\"applied\"", "\"refused\"");
+    let forged = record3.replace("\"idempotency-key\":null", "\"idempotency-key\":\"k\"");
     assert_ne!(forged, record3);
     set(3, forged.clone(), icegate_store::audit::link(&hash2, &forged)).await;
     assert_eq!(broken_at().await, Some(4));
@@ -279,7 +282,157 @@ async fn grouped_commits_are_recorded_in_the_chain(db: TestDatabase) {
     }
 }
 
+/// A request about table `ns.name` of `wh` by principal `who`: a decision, maybe a vend.
+fn request(
+    wh: &icegate_catalog::WarehouseId,
+    (ns, name): (&str, &str),
+    who: &str,
+    operation: &str,
+    (status, answered): (u16, Answered),
+) -> RequestRecord {
+    let mut write = WriteContext::by_principal(who, None);
+    write.operation = Some(operation.into());
+    write.request_id = Some(format!("req-{who}-{name}").into());
+    let outcome = match answered {
+        Answered::Refused => Outcome::Forbidden,
+        _ => Outcome::Granted { by: Privilege::Read },
+    };
+    write.decisions = vec![Decision {
+        target: Target::Tabular {
+            warehouse_id: wh.clone(),
+            namespace: NamespaceIdent::from_levels(ns.split('.')).unwrap(),
+            name: name.into(),
+            kind: icegate_catalog::actors::TabularKind::Table,
+        },
+        privilege: Privilege::Read,
+        outcome,
+    }];
+    if operation == "loadCredentials" {
+        write.events = vec![AuditEvent::Vended {
+            tabular_id: Some(icegate_catalog::TabularId::new("t-1")),
+            prefix: format!("s3://lake/{ns}/{name}"),
+            level: AccessLevel::Read,
+            expires_at_ms: Some(1_000),
+            access_key_id: Some("ASIAEXAMPLE".into()),
+            refresh: true,
+        }];
+    }
+    RequestRecord { write, authenticated: true, status: Some(status), answered }
+}
+
+/// Requests that are not changes (reads, vends, refusals), recorded by many callers at once
+/// between changes: appended in groups, in one gap-free chain with the changes, each with its
+/// searchable columns, found again by every filter.
+async fn requests_are_recorded_in_groups_and_found_by_their_filters(db: TestDatabase) {
+    let wh = changes(&db, 1).await;
+    let store = Arc::new(db.store.clone());
+    let mut callers = Vec::new();
+    for i in 0..48 {
+        let (store, wh) = (store.clone(), wh.clone());
+        callers.push(tokio::spawn(async move {
+            let (ns, operation, ended) = match i % 4 {
+                0 => ("n1", "loadTable", (200, Answered::Allowed)),
+                1 => ("n10", "loadTable", (200, Answered::Allowed)),
+                2 => ("n1.deep", "loadCredentials", (200, Answered::Allowed)),
+                _ => ("n1", "loadTable", (403, Answered::Refused)),
+            };
+            let name = format!("t{}", i % 3);
+            store.record(request(&wh, (ns, &name), &format!("p{}", i % 2), operation, ended)).await.unwrap();
+            if i % 8 == 0 {
+                let mut write = WriteContext::by_principal("p", None);
+                write.operation = Some("createNamespace".into());
+                let ns = NamespaceIdent::from_levels([format!("c{i}")]).unwrap();
+                store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
+            }
+        }));
+    }
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let check = db.store.verify_audit().await.unwrap();
+    // The warehouse, one namespace, 48 requests and 6 namespaces made among them.
+    assert_eq!((check.records, check.broken), (2 + 48 + 6, None));
+    let found = |filter: AuditFilter| {
+        let store = store.clone();
+        async move { store.audit_records(&filter, 1000).await.unwrap() }
+    };
+    let all = found(AuditFilter::default()).await;
+    assert_eq!(all.len(), 56);
+    assert!(all.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
+    let refused = found(AuditFilter { outcome: Some("refused".into()), ..Default::default() }).await;
+    assert_eq!(refused.len(), 12);
+    for record in &refused {
+        let record: serde_json::Value = serde_json::from_str(&record.record).unwrap();
+        assert_eq!(record["status"], 403);
+        assert_eq!(record["decisions"][0]["outcome"], "forbidden");
+    }
+    // The namespace `n1` and what is inside it (`n1.deep`), not `n10`.
+    let in_n1 = found(AuditFilter { namespace: Some(vec!["n1".into()]), ..Default::default() }).await;
+    assert_eq!(in_n1.len(), 36);
+    let in_deep = found(AuditFilter { namespace: Some(vec!["n1".into(), "deep".into()]), ..Default::default() }).await;
+    assert_eq!(in_deep.len(), 12);
+    let one_table =
+        found(AuditFilter { namespace: Some(vec!["n10".into()]), name: Some("t0".into()), ..Default::default() }).await;
+    assert!(!one_table.is_empty());
+    for record in &one_table {
+        let record: serde_json::Value = serde_json::from_str(&record.record).unwrap();
+        assert_eq!(record["subject"]["resource"], serde_json::json!(["n10", "t0"]));
+    }
+    let named_t2 = found(AuditFilter { name: Some("t2".into()), ..Default::default() }).await;
+    assert_eq!(named_t2.len(), 16);
+    let vends = found(AuditFilter { operation: Some("loadCredentials".into()), ..Default::default() }).await;
+    assert_eq!(vends.len(), 12);
+    for record in &vends {
+        let record: serde_json::Value = serde_json::from_str(&record.record).unwrap();
+        let event = &record["events"][0];
+        assert_eq!(event["kind"], "credentials-refreshed");
+        assert_eq!(event["access-key-id"], "ASIAEXAMPLE");
+        assert_eq!(event["access"], "read");
+        assert_eq!(record["subject"]["warehouse-id"], wh.as_str());
+    }
+    let by_p1 = found(AuditFilter { actor: Some("p1".into()), ..Default::default() }).await;
+    assert_eq!(by_p1.len(), 24);
+    let other_warehouse = found(AuditFilter { warehouse_id: Some("elsewhere".into()), ..Default::default() }).await;
+    assert!(other_warehouse.is_empty());
+    // Pages: after a sequence number, up to another.
+    let page = found(AuditFilter { after_seq: Some(10), until_seq: Some(20), ..Default::default() }).await;
+    assert_eq!(page.iter().map(|r| r.seq).collect::<Vec<_>>(), (11..=20).collect::<Vec<_>>());
+    let times = found(AuditFilter { since_ms: Some(i64::MAX - 1), ..Default::default() }).await;
+    assert!(times.is_empty());
+    // A searchable column changed behind the trail's back is found.
+    let pool = raw(&db).await;
+    if is_postgres(&db) {
+        run(&pool, "ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only").await.unwrap();
+    } else {
+        run(&pool, "DROP TRIGGER audit_log_no_update").await.unwrap();
+    }
+    let seq = refused[0].seq;
+    sqlx::query("UPDATE audit_log SET outcome = 'allowed' WHERE seq = $1").bind(seq).execute(&pool).await.unwrap();
+    assert_eq!(db.store.verify_audit().await.unwrap().broken.map(|(at, _)| at), Some(seq));
+    sqlx::query("UPDATE audit_log SET outcome = 'refused', resource = 'n9' WHERE seq = $1")
+        .bind(seq)
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(db.store.verify_audit().await.unwrap().broken.map(|(at, _)| at), Some(seq));
+}
+
+/// A request whose record cannot be written fails (the caller answers 503 and hands nothing
+/// out), and nothing of it is in the trail.
+async fn a_request_without_its_record_fails(db: TestDatabase) {
+    let wh = changes(&db, 0).await;
+    let pool = raw(&db).await;
+    run(&pool, "DROP TABLE audit_head").await.unwrap();
+    let err =
+        db.store.record(request(&wh, ("n1", "t"), "p", "loadCredentials", (200, Answered::Allowed))).await.unwrap_err();
+    assert!(matches!(err, icegate_catalog::CatalogError::Unavailable(_)), "{err:?}");
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log").fetch_one(&pool).await.unwrap();
+    assert_eq!(count, 1, "the warehouse's record alone");
+}
+
 icegate_store::on_both_backends!(
+    requests_are_recorded_in_groups_and_found_by_their_filters,
+    a_request_without_its_record_fails,
     each_change_is_one_record_in_one_chain,
     a_change_without_its_record_is_not_applied,
     concurrent_changes_make_one_gap_free_chain,

@@ -27,6 +27,11 @@ const NOT_CHANGES: &[(&str, &str)] = &[
 const OWN_COMMITS: &[(&str, &str)] = &[
     ("lib.rs", "commit_write itself"),
     (
+        "audit.rs",
+        "records of requests that are not changes (reads, vends, refusals), appended in groups in transactions \
+         of their own: they change nothing but the trail",
+    ),
+    (
         "group_commit.rs",
         "the group committer's transactions (and a swap run again alone), for swaps that carry no idempotency \
          key; each runs the swap's statements (`tabulars/swap.rs`), where a row every swap writes is added",

@@ -38,6 +38,40 @@ pub struct StorageConfig {
     pub sync_local_files: bool,
 }
 
+impl Config {
+    /// The configuration as the start-up's audit record shows it: every setting, with secrets
+    /// replaced by whether they are set (and a database URL's password removed), so neither the
+    /// record nor its digest reveals or helps guess a secret.
+    pub fn audit_view(&self) -> serde_json::Value {
+        let mut view = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        let set = |value: &serde_json::Value| serde_json::Value::Bool(!value.is_null());
+        for (section, key) in
+            [("secrets", "encryption_key"), ("auth", "token_signing_key"), ("auth", "bootstrap_client_secret")]
+        {
+            if let Some(value) = view.get_mut(section).and_then(|s| s.get_mut(key)) {
+                *value = set(value);
+            }
+        }
+        if let Some(url) = view.get_mut("database").and_then(|d| d.get_mut("url"))
+            && let Some(text) = url.as_str()
+            && let Ok(mut parsed) = url::Url::parse(text)
+            && parsed.password().is_some()
+        {
+            let _ = parsed.set_password(Some("redacted"));
+            *url = serde_json::Value::String(parsed.to_string());
+        }
+        view
+    }
+
+    /// SHA-256 (hex) of [`audit_view`](Self::audit_view)'s text: two start-ups with the same
+    /// digest ran with the same settings.
+    pub fn audit_digest(&self) -> String {
+        use sha2::Digest;
+        let text = self.audit_view().to_string();
+        sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 impl Default for StorageConfig {
     fn default() -> Self {
         Self { allowed_endpoints: Vec::new(), sync_local_files: true }

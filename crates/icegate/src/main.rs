@@ -59,6 +59,42 @@ enum AuditCommand {
     /// the link of the record before and its own, every searchable column its record's, and the
     /// chain's head where its last record is. Exit 0 when it holds, 1 at the first broken link.
     Verify(ConfigArgs),
+    /// Write the records (optionally of a time range) as JSON Lines, one record a line in chain
+    /// order, each with its sequence number, hash and exact text (for a SIEM, or an archive
+    /// whose links can be checked without the server). Reads the database directly, like
+    /// `verify`; records appended while it runs are left for the next export.
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    #[command(flatten)]
+    common: ConfigArgs,
+    /// Records at or after this time: RFC 3339 (`2026-12-01T00:00:00Z`) or milliseconds since
+    /// the Unix epoch.
+    #[arg(long)]
+    since: Option<String>,
+    /// Records before this time (same forms).
+    #[arg(long)]
+    until: Option<String>,
+    /// Only records numbered after this one (to continue an earlier export).
+    #[arg(long)]
+    after_seq: Option<i64>,
+    /// The file to write (default: standard output).
+    #[arg(long, short)]
+    out: Option<std::path::PathBuf>,
+}
+
+/// A time given as RFC 3339 or as milliseconds since the epoch.
+fn parse_time(flag: &str, value: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = value.parse::<i64>() {
+        return Ok(ms);
+    }
+    let at = humantime_serde::re::humantime::parse_rfc3339_weak(value)
+        .map_err(|e| anyhow::anyhow!("--{flag} {value:?}: not RFC 3339 nor milliseconds ({e})"))?;
+    let ms =
+        at.duration_since(std::time::UNIX_EPOCH).map_err(|_| anyhow::anyhow!("--{flag}: before 1970"))?.as_millis();
+    Ok(i64::try_from(ms)?)
 }
 
 #[derive(clap::Args)]
@@ -108,6 +144,9 @@ fn main() -> std::process::ExitCode {
             Command::Audit { command: AuditCommand::Verify(args) } => {
                 verify_audit(config::load(&args.overrides())?).await
             }
+            Command::Audit { command: AuditCommand::Export(args) } => {
+                export_audit(config::load(&args.common.overrides())?, &args).await
+            }
             Command::Openapi { out } => write_openapi(&out),
         }
     });
@@ -153,6 +192,47 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     store.migrate().await?;
     println!("icegate: migrations applied ({})", store.backend());
     store.close().await;
+    Ok(())
+}
+
+async fn export_audit(config: Config, args: &ExportArgs) -> anyhow::Result<()> {
+    use icegate_catalog::audit::{AuditFilter, AuditStore};
+    use std::io::Write;
+    init_logging(&config)?;
+    let filter = AuditFilter {
+        since_ms: args.since.as_deref().map(|v| parse_time("since", v)).transpose()?,
+        until_ms: args.until.as_deref().map(|v| parse_time("until", v)).transpose()?,
+        after_seq: args.after_seq,
+        ..AuditFilter::default()
+    };
+    let store = SqlStore::connect_lazy(&store_options(&config))?;
+    store.check_connection().await?;
+    let mut out: Box<dyn Write> = match &args.out {
+        Some(path) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    // The end is fixed when the export begins: records appended meanwhile wait for the next one.
+    let (head, _) = store.audit_head_now().await?;
+    let mut filter = AuditFilter { until_seq: Some(head), ..filter };
+    let mut written = 0u64;
+    loop {
+        let page = store.audit_records(&filter, 1000).await?;
+        let Some(last) = page.last() else { break };
+        filter.after_seq = Some(last.seq);
+        for record in &page {
+            let parsed: serde_json::Value = serde_json::from_str(&record.record).unwrap_or(serde_json::Value::Null);
+            let line = serde_json::json!({
+                "seq": record.seq, "at-ms": record.at_ms, "hash": record.hash, "record": parsed, "text": record.record,
+            });
+            writeln!(out, "{line}")?;
+            written += 1;
+        }
+    }
+    out.flush()?;
+    store.close().await;
+    eprintln!("icegate audit: {written} records exported (through record {head})");
     Ok(())
 }
 
@@ -363,6 +443,26 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .collect::<Result<_, _>>()
                 .map_err(|why| anyhow::anyhow!("storage.allowed_endpoints: {why}"))?,
         );
+    // The start-up's record, with what it runs with: before anything is served.
+    catalog
+        .audit()
+        .record_as(icegate_catalog::audit::RequestRecord {
+            write: icegate_catalog::idempotency::WriteContext {
+                actor: icegate_catalog::actors::Caller::System { job: "start-up".into(), task_id: None },
+                operation: Some("startUp".into()),
+                events: vec![icegate_catalog::audit::AuditEvent::Startup {
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    config_digest: config.audit_digest(),
+                    settings: config.audit_view(),
+                }],
+                ..icegate_catalog::idempotency::WriteContext::NONE
+            },
+            authenticated: true,
+            status: None,
+            answered: icegate_catalog::audit::Answered::Allowed,
+        })
+        .await
+        .context("writing the start-up's audit record")?;
     let app = icegate_api::app(
         catalog,
         security,

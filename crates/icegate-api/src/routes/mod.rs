@@ -5,6 +5,7 @@
 //! the service seals them.
 
 pub mod access;
+pub mod audit;
 pub mod config;
 pub mod namespaces;
 pub mod oauth;

@@ -7,6 +7,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use icegate_catalog::actors::{Authentication, Caller};
+use icegate_catalog::audit::AuditEvent;
 use icegate_catalog::tokens::TokenError;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -101,19 +103,36 @@ pub async fn get_token(
     let Some((client_id, client_secret)) = credentials else {
         return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "client_id and client_secret are required");
     };
+    let request_id = headers.get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok());
+    // Recorded as presented, within the length a client id may have.
+    let presented: String = client_id.chars().take(256).collect();
     match state.security.authenticator.issue_token(&client_id, &client_secret).await {
-        Ok(token) => (
-            [(header::CACHE_CONTROL, "no-store")],
-            axum::Json(OAuthTokenResponse {
-                access_token: token.access_token,
-                token_type: "bearer".into(),
-                expires_in: token.expires_in,
-                issued_token_type: "urn:ietf:params:oauth:token-type:access_token".into(),
-            }),
-        )
-            .into_response(),
+        Ok(token) => {
+            let event = AuditEvent::TokenIssued {
+                client_id: presented,
+                expires_at_ms: token.expires_at_ms,
+                token: match &token.principal {
+                    Caller::Principal { via: Authentication::Icegate { token }, .. } => token.clone(),
+                    _ => String::new(),
+                },
+            };
+            let principal = token.principal.clone();
+            let response = (
+                [(header::CACHE_CONTROL, "no-store")],
+                axum::Json(OAuthTokenResponse {
+                    access_token: token.access_token,
+                    token_type: "bearer".into(),
+                    expires_in: token.expires_in,
+                    issued_token_type: "urn:ietf:params:oauth:token-type:access_token".into(),
+                }),
+            )
+                .into_response();
+            crate::audit::record_token(&state, request_id, Ok((principal, event)), response).await
+        }
         Err(TokenError::InvalidClient) => {
-            oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials")
+            let response = oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials");
+            let refused = Err((presented, "invalid client credentials".to_owned()));
+            crate::audit::record_token(&state, request_id, refused, response).await
         }
         Err(TokenError::InvalidRequest(why)) => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &why),
         Err(TokenError::Busy) => {

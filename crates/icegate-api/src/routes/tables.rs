@@ -113,11 +113,12 @@ fn load_result(
 /// service decided.
 async fn table_response(
     state: &AppState,
+    ctx: &icegate_catalog::RequestContext,
     result: TableResult,
     table: (&WarehouseId, &TableIdent),
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let storage = state.catalog.tables().storage_access(&result, &storage_request(table, headers)).await?;
+    let storage = state.catalog.tables().storage_access(ctx, &result, &storage_request(table, headers)).await?;
     load_result(state, result, storage, headers)
 }
 
@@ -197,7 +198,7 @@ pub async fn create_table(
     };
     let result = state.catalog.tables().create(&ctx, &prefix, &namespace, request).await?;
     let table = TableIdent::new(namespace, &name)?;
-    table_response(&state, result, (&prefix, &table), &headers).await
+    table_response(&state, &ctx, result, (&prefix, &table), &headers).await
 }
 
 /// Load a table from the catalog
@@ -240,7 +241,7 @@ pub async fn load_table(
             return Ok(response);
         }
     };
-    table_response(&state, result, (&prefix, &table), &headers).await
+    table_response(&state, &ctx, result, (&prefix, &table), &headers).await
 }
 
 /// Check if a table exists
@@ -384,7 +385,7 @@ pub async fn register_table(
     let table = TableIdent::new(namespace, &request.name)?;
     let result =
         state.catalog.tables().register(&ctx, &prefix, &table, &request.metadata_location, request.overwrite).await?;
-    table_response(&state, result, (&prefix, &table), &headers).await
+    table_response(&state, &ctx, result, (&prefix, &table), &headers).await
 }
 
 /// Load vended credentials for a table from the catalog
@@ -596,7 +597,7 @@ pub(crate) async fn revend_replayed(
     let request = storage_request((&prefix, &table), &parts.headers);
     let tables = state.catalog.tables();
     let result = tables.replayed(ctx, &request, &table_uuid, &first_location, overwrite).await.ok()??;
-    let storage = tables.storage_access(&result, &request).await.ok()?;
+    let storage = tables.storage_access(ctx, &result, &request).await.ok()?;
     let mut config: serde_json::Map<String, serde_json::Value> =
         member("config").map_or(Some(serde_json::Map::new()), |raw| serde_json::from_str(raw).ok())?;
     for (key, value) in storage.config {

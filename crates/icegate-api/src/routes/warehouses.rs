@@ -27,6 +27,8 @@ pub struct WarehouseResponse {
     pub storage_profile: StorageProfileView,
     /// Grows with every profile change.
     pub profile_version: i64,
+    /// The warehouse's settings (`PUT .../settings`).
+    pub settings: WarehouseSettingsBody,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
@@ -40,6 +42,7 @@ impl From<Warehouse> for WarehouseResponse {
             storage_root: w.storage_root.to_string(),
             storage_profile: StorageProfileView::from(&w.storage_profile),
             profile_version: w.profile_version,
+            settings: WarehouseSettingsBody { audit_record_reads: w.settings.audit_record_reads },
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
         }
@@ -291,6 +294,51 @@ pub async fn update_storage_profile(
     Json(profile): Json<StorageProfileInput>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
     Ok(Json(state.catalog.warehouses().update_storage_profile(&ctx, &name, profile).await?.into()))
+}
+
+/// A warehouse's settings. Every key is optional (a missing key takes its default); unknown
+/// keys are refused.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WarehouseSettingsBody {
+    /// Whether metadata reads in the warehouse (loads without credentials, listings, existence
+    /// checks) are recorded in the audit trail (default true). Changes, refusals, credential
+    /// vends and signatures are recorded whatever it says.
+    #[serde(rename = "audit.record-reads", default = "default_true")]
+    pub audit_record_reads: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// Replace a warehouse's settings
+///
+/// Server admins only: the settings decide what the audit trail records of the warehouse. The
+/// whole document is replaced (a key left out takes its default).
+#[utoipa::path(
+    put,
+    path = "/management/v1/warehouses/{name}/settings",
+    tag = "Warehouses",
+    operation_id = "updateWarehouseSettings",
+    params(("name" = String, Path, description = "Warehouse name")),
+    request_body = WarehouseSettingsBody,
+    responses(
+        (status = 200, description = "The warehouse with its new settings", body = WarehouseResponse),
+        (status = 400, description = "An unknown key or a wrong type", body = IcebergErrorResponse),
+        (status = 403, description = "Not a server admin", body = IcebergErrorResponse),
+        (status = 404, description = "No such warehouse", body = IcebergErrorResponse),
+        (status = 503, description = "Metadata store unavailable", body = IcebergErrorResponse),
+    )
+)]
+pub async fn update_settings(
+    State(state): State<AppState>,
+    Context(ctx): Context,
+    Path(name): Path<String>,
+    Json(settings): Json<WarehouseSettingsBody>,
+) -> Result<Json<WarehouseResponse>, ApiError> {
+    let settings = icegate_catalog::store::WarehouseSettings { audit_record_reads: settings.audit_record_reads };
+    Ok(Json(state.catalog.warehouses().update_settings(&ctx, &name, settings).await?.into()))
 }
 
 /// List warehouses

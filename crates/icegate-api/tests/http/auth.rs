@@ -494,6 +494,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/v1/{prefix}/transactions/commit"), json!({"table-changes": [{"identifier": {"namespace": ["db"], "name": "t1"}, "requirements": [], "updates": [{"action": "set-properties", "updates": {"k": "v"}}]}]})),
         (("POST", "/management/v1/warehouses"), json!({"name": "w9", "storage-root": "file:///tmp/icegate-stranger-w9"})),
         (("PUT", "/management/v1/warehouses/{name}/storage-profile"), json!({"type": "file"})),
+        (("PUT", "/management/v1/warehouses/{name}/settings"), json!({"audit.record-reads": false})),
         (("POST", "/management/v1/principals"), json!({"name": "p9"})),
         (("POST", "/management/v1/roles"), json!({"name": "r9"})),
         (("POST", "/management/v1/grants"), json!({"role": "stranger-role", "privilege": "admin", "securable": {"type": "server"}})),

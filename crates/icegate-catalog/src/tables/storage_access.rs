@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{SnapshotMode, TableIdent, TableResult, Tables};
 use crate::access::Privilege;
+use crate::audit::AuditEvent;
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ids::WarehouseId;
@@ -58,10 +59,23 @@ impl Tables<'_> {
     /// level the service decided for the caller (`result.access`, which only a decision makes),
     /// as its warehouse's profile says; nothing for warehouses without object storage, or for a
     /// result no decision gave access to its files.
+    /// Every credential handed out is noted in `ctx` for the request's audit record (the
+    /// prefix, the level, the expiry and the access key id; never a secret).
     pub async fn storage_access(
         &self,
+        ctx: &RequestContext,
         result: &TableResult,
         request: &StorageRequest<'_>,
+    ) -> Result<TableStorageAccess> {
+        self.storage_access_as(ctx, result, request, false).await
+    }
+
+    async fn storage_access_as(
+        &self,
+        ctx: &RequestContext,
+        result: &TableResult,
+        request: &StorageRequest<'_>,
+        refresh: bool,
     ) -> Result<TableStorageAccess> {
         let Some(vendor) = self.vendor() else { return Ok(TableStorageAccess::default()) };
         let Some(grant) = result.access else { return Ok(TableStorageAccess::default()) };
@@ -79,7 +93,18 @@ impl Tables<'_> {
             table_path: &table_path,
             base_url: &base_url,
         };
-        vendor.table_access(&access).await
+        let storage = vendor.table_access(&access).await?;
+        for (prefix, config) in &storage.credentials {
+            ctx.note(AuditEvent::Vended {
+                tabular_id: result.id.clone(),
+                prefix: prefix.clone(),
+                level: grant.level(),
+                expires_at_ms: config.get("s3.session-token-expires-at-ms").and_then(|v| v.parse().ok()),
+                access_key_id: config.get("s3.access-key-id").cloned(),
+                refresh,
+            });
+        }
+        Ok(storage)
     }
 
     /// loadCredentials: fresh credentials for the table's locations, whatever the delegation
@@ -92,7 +117,7 @@ impl Tables<'_> {
         let result = self.load(ctx, request.prefix, request.table, SnapshotMode::All).await?;
         let request =
             StorageRequest { delegation: Delegation { vended_credentials: true, ..Delegation::default() }, ..*request };
-        Ok(self.storage_access(&result, &request).await?.credentials)
+        Ok(self.storage_access_as(ctx, &result, &request, true).await?.credentials)
     }
 
     /// signRequest: signs one request to object storage if it stays inside the table's
@@ -110,7 +135,15 @@ impl Tables<'_> {
             .clone();
         let grant = result.access.ok_or_else(|| CatalogError::Forbidden("no access to this table's files".into()))?;
         let locations = self.table_locations(&result).await?;
-        vendor.sign(&result.warehouse, &locations, grant.level(), sign).await
+        let signed = vendor.sign(&result.warehouse, &locations, grant.level(), sign).await?;
+        ctx.note(AuditEvent::Signed {
+            tabular_id: result.id.clone(),
+            method: signed.operation.clone(),
+            bucket: signed.bucket.clone(),
+            key: signed.key.clone(),
+            level: grant.level(),
+        });
+        Ok(signed)
     }
 
     /// The storage access to hand out again with a replayed createTable or registerTable answer

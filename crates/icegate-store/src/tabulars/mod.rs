@@ -310,7 +310,13 @@ async fn drop(
             .map_err(db_error)?;
         }
     }
-    store.commit_write(tx, write).await?;
+    let change = crate::audit::Change::tabular(
+        warehouse_id,
+        (namespace, name),
+        (&id, kind),
+        serde_json::json!({ "dropped": true, "metadata-location": tabular.metadata_location }),
+    );
+    store.commit_write_changed(tx, write, &change, db_error).await?;
     Ok(Some(Dropped { tabular, extra_locations: extra }))
 }
 
@@ -360,7 +366,11 @@ async fn rename(
         }
         Err(e) => return Err(taken_or_failed(e, || already_exists(to.0, to.1))),
     }
-    store.commit_write(tx, write).await
+    let mut renamed_to = to.0.levels().to_vec();
+    renamed_to.push(to.1.to_owned());
+    let change =
+        crate::audit::Change::tabular(warehouse_id, from, (&id, kind), serde_json::json!({ "renamed-to": renamed_to }));
+    store.commit_write_changed(tx, write, &change, db_error).await
 }
 
 #[async_trait]
@@ -432,7 +442,13 @@ impl TabularStore for SqlStore {
         }
         // The row may point at a metadata file the caller wrote: a COMMIT that fails unanswered
         // and may still apply says so, and the caller keeps the file.
-        self.commit_write_or(tx, write, swap_error).await?;
+        let change = crate::audit::Change::tabular(
+            new.warehouse_id.as_str(),
+            (new.namespace, new.name),
+            (&id, new.kind),
+            serde_json::json!({ "created": true, "metadata-location": new.metadata_location }),
+        );
+        self.commit_write_changed(tx, write, &change, swap_error).await?;
         Ok(TabularId::new(id))
     }
 

@@ -194,7 +194,7 @@ pub(crate) static POSTGRES_GROUP: LazyLock<GroupFunction> = LazyLock::new(|| {
     };
     let arguments: String = params.iter().map(|p| format!(", p_{} {}[]", p.name, p.pg_type)).collect::<String>()
         + ", p_audit_at BIGINT[], p_audit_operation TEXT[], p_audit_principal TEXT[], p_audit_actor TEXT[], \
-           p_audit_record TEXT[]";
+           p_audit_record TEXT[], p_audit_warehouse TEXT[], p_audit_resource TEXT[], p_audit_outcome TEXT[]";
     let applied: String = APPLIED.iter().map(|s| format!("            {};\n", in_group(s))).collect();
     let body = format!(
         "DECLARE
@@ -220,9 +220,10 @@ BEGIN
                 END IF;
                 a_seq := a_seq + 1;
                 a_hash := encode(sha256(convert_to(a_hash || chr(10) || p_audit_record[i], 'UTF8')), 'hex');
-                INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, record, hash)
+                INSERT INTO audit_log (seq, at_ms, operation, principal_id, actor, warehouse_id, resource,
+                                       outcome, record, hash)
                      VALUES (a_seq, p_audit_at[i], p_audit_operation[i], p_audit_principal[i], p_audit_actor[i],
-                             p_audit_record[i], a_hash);
+                             p_audit_warehouse[i], p_audit_resource[i], p_audit_outcome[i], p_audit_record[i], a_hash);
             END IF;
             outcome := outcome || 1::SMALLINT;
         ELSE
@@ -266,7 +267,7 @@ impl GroupFunction {
         namespaces: &'q [String],
         now: i64,
     ) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, Vec<i16>, sqlx::postgres::PgArguments> {
-        let placeholders: Vec<String> = (1..=self.params.len() + 7).map(|n| format!("${n}")).collect();
+        let placeholders: Vec<String> = (1..=self.params.len() + 10).map(|n| format!("${n}")).collect();
         let sql = format!("SELECT {}({})", self.name, placeholders.join(", "));
         let mut query = sqlx::query_scalar::<_, Vec<i16>>(sqlx::AssertSqlSafe(sql)).bind(token).bind(now);
         for param in &self.params {
@@ -290,6 +291,9 @@ impl GroupFunction {
             .bind(audits.iter().map(|a| a.and_then(|a| a.2)).collect::<Vec<Option<&str>>>())
             .bind(audits.iter().map(|a| a.map(|a| a.3)).collect::<Vec<Option<&str>>>())
             .bind(audits.iter().map(|a| a.map(|a| a.4)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.and_then(|a| a.5)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.and_then(|a| a.6)).collect::<Vec<Option<&str>>>())
+            .bind(audits.iter().map(|a| a.map(|a| a.7)).collect::<Vec<Option<&str>>>())
     }
 }
 

@@ -415,7 +415,8 @@ async fn a_group_fenced_before_it_runs_applies_nothing() {
         sqlx::query_scalar::<_, Vec<i16>>(sqlx::AssertSqlSafe(format!(
             "SELECT {}($1, 0, ARRAY['a1'], ARRAY['{{}}'], ARRAY[NULL::bytea], ARRAY['file:///w/db/a'], \
              ARRAY[$2], ARRAY[$3], ARRAY['a'], ARRAY[$4], ARRAY['db'], ARRAY[NULL::bigint], ARRAY[NULL::text], \
-             ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text])",
+             ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text], ARRAY[NULL::text], \
+             ARRAY[NULL::text])",
             icegate_store::testing::postgres_group_function()
         )))
         .bind(token)

@@ -1,0 +1,131 @@
+"""What the audit trail records of storage access, judged at the trail and at the store: a
+vend names the prefixes, the level, the expiry and the access key id of exactly the credentials
+handed out (never a secret); a refresh and a signature are recorded as such; and when the trail
+cannot be written, no credentials are handed out (503), and the trail resumes intact."""
+
+import sqlite3
+import urllib.parse
+
+import pytest
+
+from harness import ADMIN_ID, ADMIN_SECRET, BUCKET, call, catalog, moto, s3_profile, token_for  # noqa: F401
+from test_vending import ROWS, SCHEMA, principal_with, pyiceberg
+
+
+@pytest.fixture(scope="module")
+def lake(catalog, moto):
+    server, token = catalog
+    admin = pyiceberg(server, f"{ADMIN_ID}:{ADMIN_SECRET}")
+    admin.create_namespace("db")
+    admin.create_table("db.a", schema=SCHEMA).append(ROWS)
+    prefix = call(server, token, "GET", "/v1/config?warehouse=lake")[1]["overrides"]["prefix"]
+    return server, token, prefix
+
+
+def audit(server, token, **filters):
+    query = urllib.parse.urlencode({"pageSize": 1000, **filters})
+    status, body = call(server, token, "GET", f"/management/v1/audit?{query}")
+    assert status == 200, body
+    return body["records"]
+
+
+def vend(server, token, prefix, table="a"):
+    return call(
+        server,
+        token,
+        "GET",
+        f"/v1/{prefix}/namespaces/db/tables/{table}",
+        headers={"X-Iceberg-Access-Delegation": "vended-credentials"},
+    )
+
+
+def test_a_vend_and_a_refresh_are_recorded_with_the_credentials_key_id_and_no_secret(lake, moto):
+    server, token, prefix = lake
+    reader = principal_with(server, token, "audited-reader", "read", "a")
+    status, loaded = vend(server, reader, prefix)
+    assert status == 200, loaded
+    handed = loaded["storage-credentials"][0]
+    records = audit(server, token, principal="audited-reader", action="loadTable")
+    assert len(records) == 1, records
+    record = records[0]["record"]
+    assert record["outcome"] == "allowed" and record["status"] == 200
+    assert record["subject"]["resource"] == ["db", "a"]
+    (event,) = record["events"]
+    assert event["kind"] == "credentials-vended"
+    assert event["prefix"] == handed["prefix"]
+    assert event["access"] == "read"
+    assert event["access-key-id"] == handed["config"]["s3.access-key-id"]
+    assert event["expires-at-ms"] == int(handed["config"]["s3.session-token-expires-at-ms"])
+    text = records[0]["text"]
+    assert handed["config"]["s3.secret-access-key"] not in text
+    assert handed["config"]["s3.session-token"] not in text
+    # The refresh endpoint: recorded as a refresh, with the new credentials' key id.
+    status, refreshed = call(server, reader, "GET", f"/v1/{prefix}/namespaces/db/tables/a/credentials")
+    assert status == 200, refreshed
+    (record,) = [r["record"] for r in audit(server, token, principal="audited-reader", action="loadCredentials")]
+    assert record["events"][0]["kind"] == "credentials-refreshed"
+    assert record["events"][0]["access-key-id"] == refreshed["storage-credentials"][0]["config"]["s3.access-key-id"]
+    # A table it may not read: refused, recorded, nothing vended.
+    status, _ = vend(server, reader, prefix, "missing-or-hidden")
+    assert status == 404
+    refused = audit(server, token, principal="audited-reader", outcome="refused")
+    assert [r["record"]["subject"]["resource"] for r in refused] == [["db", "missing-or-hidden"]]
+    assert "events" not in refused[0]["record"]
+
+
+def test_a_signature_is_recorded_with_its_operation_bucket_and_key(lake, moto):
+    server, token, _ = lake
+    status, body = call(
+        server,
+        token,
+        "POST",
+        "/management/v1/warehouses",
+        {"name": "signed-audit", "storage-root": f"s3://{BUCKET}/signed-audit", "storage-profile": s3_profile(moto, "remote-signing")},
+    )
+    assert status == 201, body
+    prefix = body["id"]
+    status, _ = call(server, token, "POST", f"/v1/{prefix}/namespaces", {"namespace": ["db"]})
+    assert status == 200
+    status, created = call(
+        server, token, "POST", f"/v1/{prefix}/namespaces/db/tables", {"name": "t", "schema": SCHEMA.model_dump(by_alias=True)}
+    )
+    assert status == 200, created
+    key = created["metadata-location"].split(f"s3://{BUCKET}/", 1)[1]
+    request = {"region": "us-east-1", "uri": f"{moto.endpoint}/{BUCKET}/{key}", "method": "GET", "headers": {}}
+    status, signed = call(server, token, "POST", f"/v1/{prefix}/namespaces/db/tables/t/sign", request)
+    assert status == 200, signed
+    (record,) = [r["record"] for r in audit(server, token, action="signRequest", warehouse="signed-audit")]
+    assert record["events"] == [
+        {"kind": "request-signed", "tabular-id": record["events"][0]["tabular-id"], "operation": "GetObject",
+         "bucket": BUCKET, "key": key, "access": "read-write"}
+    ]
+    # A signature refused (outside the table): recorded as refused, with nothing signed.
+    request["uri"] = f"{moto.endpoint}/{BUCKET}/signed-audit/elsewhere/x"
+    status, _ = call(server, token, "POST", f"/v1/{prefix}/namespaces/db/tables/t/sign", request)
+    assert status == 403
+    last = audit(server, token, action="signRequest", warehouse="signed-audit")[-1]["record"]
+    assert last["outcome"] == "refused" and "events" not in last
+
+
+def test_no_credentials_are_handed_out_while_the_trail_cannot_be_written(lake, moto):
+    server, token, prefix = lake
+    database = server.workdir / "icegate-data" / "catalog.db"
+    with sqlite3.connect(database) as db:
+        head = db.execute("SELECT seq, hash FROM audit_head").fetchone()
+        db.execute("ALTER TABLE audit_head RENAME TO audit_head_away")
+    try:
+        status, body = vend(server, token, prefix)
+        assert status == 503, body
+        assert "storage-credentials" not in (body or {}) and "metadata" not in (body or {}), body
+        assert body["error"]["type"] == "ServiceUnavailableException"
+        # A change cannot be made either: nothing applied.
+        status, body = call(server, token, "POST", f"/v1/{prefix}/namespaces", {"namespace": ["never"]})
+        assert status in (500, 503), body
+    finally:
+        with sqlite3.connect(database) as db:
+            db.execute("ALTER TABLE audit_head_away RENAME TO audit_head")
+    with sqlite3.connect(database) as db:
+        assert db.execute("SELECT seq, hash FROM audit_head").fetchone() == head
+        assert db.execute("SELECT COUNT(*) FROM namespaces WHERE name = 'never'").fetchone()[0] == 0
+    status, body = vend(server, token, prefix)
+    assert status == 200, body
