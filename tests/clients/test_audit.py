@@ -154,11 +154,16 @@ def test_a_principals_session_is_recorded_and_read_by_auditors_only(secured):
     assert operations[0] == ("getToken", "allowed"), operations
     assert ("listTables", "allowed") in operations
     loads = [r["record"] for r in records if r["record"]["operation"] == "loadTable"]
-    assert [(l["subject"]["resource"], l["outcome"]) for l in loads] == [
-        (["db", "shared"], "allowed"),
-        (["db", "private"], "refused"),
+    assert [(l["subject"]["namespace"], l["subject"]["name"], l["outcome"]) for l in loads] == [
+        (["db"], "shared", "allowed"),
+        (["db"], "private", "refused"),
     ]
     assert loads[1]["decisions"][0]["outcome"] == "hidden"
+    # The grant that decided: the reader's role's grant of read on the table.
+    decided = loads[0]["decisions"][-1]
+    assert (decided["outcome"], decided["granted-by"]) == ("granted", "read"), decided
+    assert (decided["grant"]["role"], decided["grant"]["privilege"], decided["grant"]["on"]) == ("readers", "read", "table")
+    assert loads[1]["decisions"][0]["grant"] is None
     assert all(r["record"]["actor"]["kind"] == "principal" for r in records)
     assert all(r["record"]["actor"]["authenticated"]["kind"] == "icegate-token" for r in records)
     seqs = [r["seq"] for r in records]
@@ -172,7 +177,19 @@ def test_a_principals_session_is_recorded_and_read_by_auditors_only(secured):
     assert "not-a-token" not in strangers[1]["text"]
     # Filters: the table's records, by namespace and name.
     about_shared = search(secured, token, warehouse="default", namespace="db", name="shared")
-    assert about_shared and all(r["record"]["subject"]["resource"] == ["db", "shared"] for r in about_shared)
+    assert about_shared and all(
+        (r["record"]["subject"]["namespace"], r["record"]["subject"]["name"]) == (["db"], "shared") for r in about_shared
+    )
+    # A grant's record says what was granted, to which role, on what.
+    (granted,) = [r["record"]["change"] for r in about_shared if r["record"]["operation"] == "grant"]
+    assert (granted["granted"], granted["role"], granted["securable"]["name"]) == ("read", "readers", "shared")
+    # By name alone: the table, never a namespace of that name.
+    admin.create_namespace(("db", "shared"))
+    by_name = search(secured, token, name="shared")
+    assert {r["record"]["subject"]["kind"] for r in by_name} == {"table"}, by_name
+    (nested,) = search(secured, token, namespace="db.shared")
+    assert nested["record"]["subject"] == {"warehouse-id": nested["record"]["subject"]["warehouse-id"],
+                                           "kind": "namespace", "namespace": ["db", "shared"], "name": None}
     assert {"createTable", "updateTable", "loadTable"} <= {r["record"]["operation"] for r in about_shared}
 
     # Only auditors read the trail: the reader may not; an auditor of the warehouse reads it
@@ -203,6 +220,44 @@ def test_a_principals_session_is_recorded_and_read_by_auditors_only(secured):
     # Auditing is not administering: the auditor changes nothing.
     assert status_of(secured, auditor_token, "POST", "/management/v1/grants",
                      {"role": "auditors", "privilege": "read", "securable": {"type": "warehouse", "warehouse": "default"}}) == 403
+
+    # Administering a warehouse is not auditing it: its admin neither reads the trail nor grants
+    # `audit`; `audit` is granted on the server or a warehouse only, by server admins.
+    keeper = admin_call(secured, token, "POST", "/management/v1/principals", {"name": "keeper"})
+    admin_call(secured, token, "POST", "/management/v1/roles", {"name": "keepers"})
+    admin_call(secured, token, "PUT", "/management/v1/roles/keepers/principals/keeper")
+    admin_call(secured, token, "POST", "/management/v1/grants",
+               {"role": "keepers", "privilege": "admin", "securable": {"type": "warehouse", "warehouse": "default"}})
+    data = f"grant_type=client_credentials&client_id={keeper['client-id']}&client_secret={keeper['client-secret']}"
+    with urllib.request.urlopen(urllib.request.Request(f"{secured.uri}/v1/oauth/tokens", data=data.encode()), timeout=10) as r:
+        keeper_token = json.load(r)["access_token"]
+    assert status_of(secured, keeper_token, "GET", "/management/v1/audit?warehouse=default") == 403
+    audit_grant = {"role": "keepers", "privilege": "audit", "securable": {"type": "warehouse", "warehouse": "default"}}
+    assert status_of(secured, keeper_token, "POST", "/management/v1/grants", audit_grant) == 403
+    assert status_of(secured, token, "POST", "/management/v1/grants", {
+        "role": "keepers", "privilege": "audit", "securable": {"type": "namespace", "warehouse": "default", "namespace": ["db"]}
+    }) == 400
+    assert status_of(secured, token, "GET", "/management/v1/audit?warehous=default") == 400
+    # What a caller sends is bounded in its record; a request's Idempotency-Key is in it.
+    request = urllib.request.Request(
+        f"{secured.uri}/v1/config?warehouse=default",
+        headers={"Authorization": f"Bearer {reader_token}", "x-request-id": "r" * 5000},
+    )
+    urllib.request.urlopen(request, timeout=10).read()
+    (config,) = search(secured, token, principal="reader", action="getConfig")[-1:]
+    assert config["record"]["request-id"] == "r" * 128
+    prefix = json.loads(urllib.request.urlopen(request, timeout=10).read())["overrides"]["prefix"]
+    again = urllib.request.Request(
+        f"{secured.uri}/v1/{prefix}/namespaces", data=json.dumps({"namespace": ["db"]}).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                 "Idempotency-Key": "0193a7a1-2b3c-7d4e-8f90-123456789abc"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as conflict:
+        urllib.request.urlopen(again, timeout=10)
+    assert conflict.value.code == 409
+    (failed,) = search(secured, token, action="createNamespace", outcome="failed")
+    assert failed["record"]["idempotency-key"] == "0193a7a1-2b3c-7d4e-8f90-123456789abc"
+    assert failed["record"]["status"] == 409
 
     # Reads can be turned off per warehouse (server admins only); refusals are still recorded.
     settings = {"audit.record-reads": False}

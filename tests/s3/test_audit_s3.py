@@ -49,7 +49,7 @@ def test_a_vend_and_a_refresh_are_recorded_with_the_credentials_key_id_and_no_se
     assert len(records) == 1, records
     record = records[0]["record"]
     assert record["outcome"] == "allowed" and record["status"] == 200
-    assert record["subject"]["resource"] == ["db", "a"]
+    assert (record["subject"]["namespace"], record["subject"]["name"]) == (["db"], "a")
     (event,) = record["events"]
     assert event["kind"] == "credentials-vended"
     assert event["prefix"] == handed["prefix"]
@@ -69,7 +69,7 @@ def test_a_vend_and_a_refresh_are_recorded_with_the_credentials_key_id_and_no_se
     status, _ = vend(server, reader, prefix, "missing-or-hidden")
     assert status == 404
     refused = audit(server, token, principal="audited-reader", outcome="refused")
-    assert [r["record"]["subject"]["resource"] for r in refused] == [["db", "missing-or-hidden"]]
+    assert [r["record"]["subject"]["name"] for r in refused] == ["missing-or-hidden"]
     assert "events" not in refused[0]["record"]
 
 

@@ -18,6 +18,20 @@ use sha2::{Digest, Sha256};
 use crate::AppState;
 use crate::error::ApiError;
 
+/// The longest request id a record keeps (a client may send any `x-request-id`; the records of
+/// strangers' requests must not grow with it).
+const MAX_REQUEST_ID_BYTES: usize = 128;
+
+/// The request's id as records keep it: its first [`MAX_REQUEST_ID_BYTES`] bytes.
+pub(crate) fn request_id(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let id = headers.get(crate::REQUEST_ID_HEADER)?.to_str().ok()?;
+    let mut end = id.len().min(MAX_REQUEST_ID_BYTES);
+    while !id.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(&id[..end])
+}
+
 /// How a request ended, for its record: allowed when it succeeded (whatever a probe such as a
 /// listing's filter found on the way), refused when authentication or a decision refused it
 /// (a 404 answered for a target the caller may not see included), failed otherwise.
@@ -46,7 +60,12 @@ pub(crate) async fn record_request(
         return response; // a change, recorded in its own transaction
     }
     let answered = answered(ctx, status);
-    let read = (method == Method::GET || method == Method::HEAD) && answered != Answered::Refused && !ctx.handed_out();
+    // A search of the trail is recorded whatever the warehouse's setting: reading the trail is
+    // what auditors answer for.
+    let read = (method == Method::GET || method == Method::HEAD)
+        && answered != Answered::Refused
+        && !ctx.handed_out()
+        && ctx.operation() != Some("searchAudit");
     if read && !state.catalog.audit().records_reads(ctx).await {
         return response;
     }

@@ -76,7 +76,7 @@ pub async fn guard(State(state): State<AppState>, mut request: Request, next: Ne
         return next.run(request).await; // a method the route does not serve: the router answers 405
     };
     let authorization = request.headers().get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    let request_id = request.headers().get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok());
+    let request_id = crate::audit::request_id(request.headers());
     let ctx = match authenticate(&state.security, authorization).await {
         Ok((caller, secret_version)) => RequestContext::new(caller, state.security.authorizer.clone())
             .with_secret_version(secret_version)

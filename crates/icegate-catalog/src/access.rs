@@ -51,6 +51,8 @@ impl SecurableType {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holdings {
     pub direct: HashSet<Privilege>,
+    /// The grants `direct` comes from (for the record of which one decided).
+    pub grants: Vec<crate::actors::HeldGrant>,
     pub below: bool,
     /// The earliest expiry of the grants these holdings come from (milliseconds since the
     /// epoch): a cached decision is not used past it.
@@ -64,6 +66,12 @@ pub struct Holdings {
 impl Holdings {
     pub fn has(&self, wanted: Privilege) -> bool {
         self.direct.iter().any(|held| held.grants(wanted))
+    }
+
+    /// The grant that gives `by` (what a decision granted by `by` names): one of `by` itself,
+    /// unexpiring first, else the latest to expire.
+    pub fn grant_of(&self, by: Privilege) -> Option<&crate::actors::HeldGrant> {
+        self.grants.iter().filter(|g| g.privilege == by).max_by_key(|g| g.expires_at_ms.map_or((1, 0), |at| (0, at)))
     }
 
     pub fn can_describe(&self) -> bool {
@@ -122,9 +130,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn admin_grants_everything_write_grants_read_and_all_grant_describe() {
+    fn admin_grants_everything_but_audit_write_grants_read_and_all_grant_describe() {
         for p in Privilege::ALL {
-            assert!(Privilege::Admin.grants(p));
+            assert_eq!(Privilege::Admin.grants(p), p != Privilege::Audit, "{p}");
             assert!(p.grants(Privilege::Describe));
             assert!(p.grants(p));
         }

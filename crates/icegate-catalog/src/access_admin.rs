@@ -81,6 +81,12 @@ impl AccessAdmin {
     pub async fn create_principal(&self, ctx: &RequestContext, name: &str) -> Result<Credentials> {
         self.require_server_admin(ctx).await?;
         validate_name("principal", name)?;
+        // The audit trail names callers that are no principal so: no principal may be named so.
+        if matches!(name, "anonymous" | "unauthenticated") || name.starts_with("system:") {
+            return Err(CatalogError::bad_request(format!(
+                "{name:?} is how the audit trail names a caller that is no principal; choose another name"
+            )));
+        }
         let (client_id, client_secret) = (new_client_id(), random_secret());
         let principal = self
             .access
@@ -271,13 +277,26 @@ impl AccessAdmin {
 
     /// `manage_grants` on the securable and `privilege` itself there. Returns when the
     /// grantor's own privileges there expire (`None`: never, or unrestricted), and the id of the
-    /// table or view decided about.
+    /// table or view decided about. `audit` is granted and revoked by server admins only, on the
+    /// server or a warehouse: who reads the trail is not decided by those it watches.
     async fn authorize_grant(
         &self,
         ctx: &RequestContext,
         securable: &SecurableRef,
         privilege: Privilege,
     ) -> Result<(Option<i64>, Option<crate::ids::TabularId>)> {
+        if privilege == Privilege::Audit {
+            if !matches!(securable.kind, crate::access::SecurableType::Server | crate::access::SecurableType::Warehouse)
+            {
+                return Err(CatalogError::bad_request("audit is granted on the server or on a warehouse"));
+            }
+            let target = self.securable_target(securable).await?;
+            ctx.require(&target, Privilege::Describe, || missing(securable)).await?;
+            if !ctx.is_server_admin().await? {
+                return Err(CatalogError::Forbidden("granting or revoking audit requires admin on the server".into()));
+            }
+            return Ok((None, None));
+        }
         let (allowed, object) = self.authorize_managing(ctx, securable).await?;
         let held = allowed.holdings();
         if let Some(held) = held

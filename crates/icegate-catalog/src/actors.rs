@@ -68,11 +68,13 @@ impl Privilege {
             .ok_or_else(|| CatalogError::bad_request(format!("unknown privilege {value:?}")))
     }
 
-    /// Whether holding `self` grants `wanted`: `admin` grants everything, `write` grants `read`,
-    /// and every privilege grants `describe`.
+    /// Whether holding `self` grants `wanted`: `admin` grants everything but `audit` (those who
+    /// administer a warehouse do not also read its trail: segregation of duties; server admins
+    /// read it by a rule of their own), `write` grants `read`, and every privilege grants
+    /// `describe`.
     pub fn grants(self, wanted: Privilege) -> bool {
         self == wanted
-            || self == Privilege::Admin
+            || (self == Privilege::Admin && wanted != Privilege::Audit)
             || wanted == Privilege::Describe
             || (self == Privilege::Write && wanted == Privilege::Read)
     }
@@ -157,6 +159,20 @@ pub struct Decision {
     pub target: Target,
     pub privilege: Privilege,
     pub outcome: Outcome,
+    /// For a decision a grant allowed: that grant (`None` otherwise, or when none is known: a
+    /// decision about a container allowed by what is held inside it).
+    pub grant: Option<std::sync::Arc<HeldGrant>>,
+}
+
+/// A grant as a decision names it: its id, the role it is granted to, the privilege, the type
+/// of securable it was granted on (the target itself or a container of it), and its expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HeldGrant {
+    pub id: String,
+    pub role: String,
+    pub privilege: Privilege,
+    pub securable_type: String,
+    pub expires_at_ms: Option<i64>,
 }
 
 /// How a [`Decision`] came out.

@@ -173,7 +173,9 @@ impl Audit<'_> {
 
     /// Records matching `filter`, `limit` at most (up to [`MAX_PAGE`]). Server admins and
     /// holders of `audit` on the server read every record; holders of `audit` on a warehouse
-    /// read that warehouse's records only, and must name it (`warehouse`).
+    /// read that warehouse's records only, and must name it (`warehouse`). Readers of every
+    /// record may name a warehouse by its id instead (`filter.warehouse_id`: a deleted
+    /// warehouse's records are found so).
     pub async fn search(
         &self,
         ctx: &crate::RequestContext,
@@ -182,7 +184,7 @@ impl Audit<'_> {
         limit: u32,
     ) -> Result<AuditPage> {
         use crate::actors::{Privilege, Target};
-        let everything = ctx.holds(&Target::Server, Privilege::Audit).await?.is_some();
+        let everything = ctx.is_server_admin().await? || ctx.holds(&Target::Server, Privilege::Audit).await?.is_some();
         match warehouse {
             Some(name) => {
                 let missing = || crate::error::CatalogError::no_such_warehouse(name);
@@ -193,7 +195,13 @@ impl Audit<'_> {
                 }
                 filter.warehouse_id = Some(warehouse_id.as_str().to_owned());
             }
+            // A warehouse by its id (a deleted one's records too): for readers of every record.
             None if everything => {}
+            None if filter.warehouse_id.is_some() => {
+                return Err(crate::error::CatalogError::Forbidden(
+                    "a warehouse is named by its id only by readers of the whole trail; name it by `warehouse`".into(),
+                ));
+            }
             None => {
                 return Err(crate::error::CatalogError::Forbidden(
                     "reading the audit trail needs `audit` on the server, or on the warehouse named by `warehouse`"

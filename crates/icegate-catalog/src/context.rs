@@ -24,6 +24,9 @@ struct Trail {
     events: Vec<AuditEvent>,
     /// A change was handed to the store with this request's record (see [`RequestContext::write`]).
     written: bool,
+    /// The request's idempotency key, once the handler's context took it (so the record written
+    /// after the answer, from the guard's context, carries it too).
+    idempotency: Option<Arc<IdempotencyScope>>,
 }
 
 #[derive(Clone)]
@@ -169,6 +172,9 @@ impl RequestContext {
 
     /// The request carries an `Idempotency-Key`: its mutation records it.
     pub fn with_idempotency(mut self, scope: Option<Arc<IdempotencyScope>>) -> Self {
+        if let Ok(mut trail) = self.trail.lock() {
+            trail.idempotency.clone_from(&scope);
+        }
         self.idempotency = scope;
         self
     }
@@ -188,15 +194,17 @@ impl RequestContext {
     /// (see `crate::audit`).
     pub fn record(&self) -> WriteContext {
         let principal = self.caller.principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
-        let (decisions, events) = self.with_trail(|trail| (trail.decisions.clone(), trail.events.clone()));
+        let (decisions, events, key) =
+            self.with_trail(|trail| (trail.decisions.clone(), trail.events.clone(), trail.idempotency.clone()));
         WriteContext {
             principal,
             actor: self.caller.clone(),
             operation: self.operation.clone(),
             decisions,
-            idempotency: self.idempotency.clone(),
+            idempotency: self.idempotency.clone().or(key),
             request_id: self.request_id.clone(),
             events,
+            change: None,
         }
     }
 
@@ -244,8 +252,19 @@ impl RequestContext {
     }
 
     fn decided(&self, target: &Target, privilege: Privilege, outcome: Outcome) {
+        self.decided_by(target, privilege, outcome, None);
+    }
+
+    fn decided_by(
+        &self,
+        target: &Target,
+        privilege: Privilege,
+        outcome: Outcome,
+        grant: Option<&crate::actors::HeldGrant>,
+    ) {
+        let grant = grant.map(|g| Arc::new(g.clone()));
         if let Ok(mut trail) = self.trail.lock() {
-            trail.decisions.push(Decision { target: target.clone(), privilege, outcome });
+            trail.decisions.push(Decision { target: target.clone(), privilege, outcome, grant });
         }
     }
 
@@ -275,7 +294,11 @@ impl RequestContext {
         let holdings =
             if now { authorizer.holdings_now(id, target).await? } else { authorizer.holdings(id, target).await? };
         let outcome = outcome(&holdings, privilege);
-        self.decided(target, privilege, outcome);
+        let grant = match outcome {
+            Outcome::Granted { by } => holdings.grant_of(by),
+            _ => None,
+        };
+        self.decided_by(target, privilege, outcome, grant);
         Ok((outcome, Allowed { privilege, principal: Some(id.clone()), holdings: Some(holdings) }))
     }
 
@@ -366,7 +389,12 @@ mod tests {
         assert_eq!(write.principal, "", "no principal's idempotency keys");
         assert_eq!(
             write.decisions,
-            [Decision { target: Target::Server, privilege: Privilege::Admin, outcome: Outcome::Unrestricted }]
+            [Decision {
+                target: Target::Server,
+                privilege: Privilege::Admin,
+                outcome: Outcome::Unrestricted,
+                grant: None
+            }]
         );
         assert_eq!(Caller::Anonymous.describe(), "anonymous");
         assert_eq!(

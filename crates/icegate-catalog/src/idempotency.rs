@@ -56,6 +56,9 @@ pub struct WriteContext {
     pub request_id: Option<Arc<str>>,
     /// What the request handed out or was refused beside its decisions (see `crate::audit`).
     pub events: Vec<crate::audit::AuditEvent>,
+    /// What the change did, as its record says (the store sets it: the privilege granted, the
+    /// role and principal of a membership, ...).
+    pub change: Option<serde_json::Value>,
 }
 
 impl Default for WriteContext {
@@ -74,6 +77,7 @@ impl WriteContext {
         idempotency: None,
         request_id: None,
         events: Vec::new(),
+        change: None,
     };
 
     /// The same write without the request's idempotency key: for a change whose answer must
@@ -81,6 +85,12 @@ impl WriteContext {
     #[must_use]
     pub fn unkeyed(&self) -> Self {
         Self { idempotency: None, ..self.clone() }
+    }
+
+    /// The same write, its record saying what it did (`change`).
+    #[must_use]
+    pub fn changing(&self, change: serde_json::Value) -> Self {
+        Self { change: Some(change), ..self.clone() }
     }
 
     /// A write by `principal` (tests and tools that act as one).
@@ -98,6 +108,7 @@ impl WriteContext {
             idempotency,
             request_id: None,
             events: Vec::new(),
+            change: None,
         }
     }
 }

@@ -70,7 +70,16 @@ fn decision(decision: &icegate_catalog::actors::Decision) -> Value {
         Outcome::Granted { by } => ("granted", Some(by.as_str())),
         other => (other.as_str(), None),
     };
-    json!({ "target": target, "privilege": decision.privilege.as_str(), "outcome": outcome, "granted-by": by })
+    let grant = decision.grant.as_ref().map(|g| {
+        json!({
+            "id": g.id, "role": g.role, "privilege": g.privilege.as_str(), "on": g.securable_type,
+            "expires-at-ms": g.expires_at_ms,
+        })
+    });
+    json!({
+        "target": target, "privilege": decision.privilege.as_str(), "outcome": outcome, "granted-by": by,
+        "grant": grant,
+    })
 }
 
 /// A change's record, ready to be linked.
@@ -87,13 +96,50 @@ pub(crate) struct Entry {
     record: String,
 }
 
-/// The separator of a resource's parts in the `resource` column (namespace levels, then the
-/// name): a character no name holds in practice, and no search can match across.
+/// The separator of a namespace's levels in the `resource` column: a control character, which
+/// no name may hold.
 pub const RESOURCE_SEPARATOR: char = '\u{1f}';
+/// What comes before a table's or view's name in the `resource` column (after its namespace's
+/// levels), so a name is never read as a level, nor a level as a name.
+pub const NAME_SEPARATOR: char = '\u{1e}';
 
-/// What a request was about, by its most specific decision's target: the warehouse, and the
-/// resource (namespace levels, then a table's or view's name). `None`s for the server.
-fn subject(decisions: &[icegate_catalog::actors::Decision]) -> (Option<String>, Option<Vec<String>>) {
+/// What a record is about: the warehouse, the namespace (its levels) and, for a table or view,
+/// its name, and which kind of object that is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Subject {
+    warehouse_id: Option<String>,
+    namespace: Option<Vec<String>>,
+    name: Option<String>,
+    kind: Option<&'static str>,
+}
+
+impl Subject {
+    /// The record's `subject` field.
+    fn to_json(&self) -> Value {
+        json!({
+            "warehouse-id": self.warehouse_id, "kind": self.kind, "namespace": self.namespace, "name": self.name,
+        })
+    }
+
+    /// The searchable `resource` column: the namespace's levels joined by [`RESOURCE_SEPARATOR`],
+    /// then [`NAME_SEPARATOR`] and the name.
+    fn resource(&self) -> Option<String> {
+        resource_of(self.namespace.as_deref()?, self.name.as_deref())
+    }
+}
+
+/// The `resource` column of `namespace` (levels) and `name`.
+fn resource_of(namespace: &[String], name: Option<&str>) -> Option<String> {
+    let mut column = namespace.join(&RESOURCE_SEPARATOR.to_string());
+    if let Some(name) = name {
+        column.push(NAME_SEPARATOR);
+        column.push_str(name);
+    }
+    Some(column)
+}
+
+/// What a request was about, by its most specific decision's target (the server: nothing).
+fn subject(decisions: &[icegate_catalog::actors::Decision]) -> Subject {
     use icegate_catalog::actors::Target;
     let depth = |target: &Target| match target {
         Target::Server => 0,
@@ -102,19 +148,27 @@ fn subject(decisions: &[icegate_catalog::actors::Decision]) -> (Option<String>, 
         Target::Tabular { .. } => 3,
     };
     let Some(target) = decisions.iter().map(|d| &d.target).rev().max_by_key(|t| depth(t)) else {
-        return (None, None);
+        return Subject::default();
     };
     match target {
-        Target::Server => (None, None),
-        Target::Warehouse { warehouse_id } => (Some(warehouse_id.as_str().to_owned()), None),
-        Target::Namespace { warehouse_id, namespace } => {
-            (Some(warehouse_id.as_str().to_owned()), Some(namespace.levels().to_vec()))
-        }
-        Target::Tabular { warehouse_id, namespace, name, .. } => {
-            let mut parts = namespace.levels().to_vec();
-            parts.push(name.clone());
-            (Some(warehouse_id.as_str().to_owned()), Some(parts))
-        }
+        Target::Server => Subject::default(),
+        Target::Warehouse { warehouse_id } => Subject {
+            warehouse_id: Some(warehouse_id.as_str().to_owned()),
+            kind: Some("warehouse"),
+            ..Subject::default()
+        },
+        Target::Namespace { warehouse_id, namespace } => Subject {
+            warehouse_id: Some(warehouse_id.as_str().to_owned()),
+            namespace: Some(namespace.levels().to_vec()),
+            name: None,
+            kind: Some("namespace"),
+        },
+        Target::Tabular { warehouse_id, namespace, name, kind } => Subject {
+            warehouse_id: Some(warehouse_id.as_str().to_owned()),
+            namespace: Some(namespace.levels().to_vec()),
+            name: Some(name.clone()),
+            kind: Some(kind.as_str()),
+        },
     }
 }
 
@@ -155,15 +209,14 @@ fn event(event: &AuditEvent) -> Value {
 /// The record of the change `write` makes at `at_ms`; `None` for [`WriteContext::NONE`] (tests'
 /// own set-up, which no one asked for).
 pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
-    entry_with(write, at_ms, Value::Null)
+    entry_with(write, at_ms, write.change.clone().unwrap_or(Value::Null))
 }
 
 /// What a change made, for its record: the object it is about (its warehouse, and namespace
 /// levels then name: the record's subject and searchable resource, in place of the decisions'
 /// most specific target, which for a create is the container) and what happened to it.
 pub(crate) struct Change {
-    pub warehouse_id: String,
-    pub resource: Vec<String>,
+    pub subject: Subject,
     pub detail: Value,
 }
 
@@ -175,16 +228,25 @@ impl Change {
         (id, kind): (&str, icegate_catalog::store::TabularKind),
         mut detail: Value,
     ) -> Self {
-        let mut resource = namespace.levels().to_vec();
-        resource.push(name.to_owned());
         detail["tabular-id"] = json!(id);
-        detail["kind"] = json!(kind.as_str());
-        Self { warehouse_id: warehouse_id.to_owned(), resource, detail }
+        let subject = Subject {
+            warehouse_id: Some(warehouse_id.to_owned()),
+            namespace: Some(namespace.levels().to_vec()),
+            name: Some(name.to_owned()),
+            kind: Some(kind.as_str()),
+        };
+        Self { subject, detail }
     }
 
     /// A namespace by its levels, with `detail`.
     pub(crate) fn namespace(warehouse_id: &str, namespace: &icegate_catalog::NamespaceIdent, detail: Value) -> Self {
-        Self { warehouse_id: warehouse_id.to_owned(), resource: namespace.levels().to_vec(), detail }
+        let subject = Subject {
+            warehouse_id: Some(warehouse_id.to_owned()),
+            namespace: Some(namespace.levels().to_vec()),
+            name: None,
+            kind: Some("namespace"),
+        };
+        Self { subject, detail }
     }
 }
 
@@ -193,13 +255,7 @@ pub(crate) fn entry_changed(write: &WriteContext, at_ms: i64, change: &Change) -
     if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
         return None;
     }
-    let mut entry = build(write, at_ms, true, ("applied", None), change.detail.clone());
-    let mut record: Value = serde_json::from_str(&entry.record).ok()?;
-    record["subject"] = json!({ "warehouse-id": change.warehouse_id, "resource": change.resource });
-    entry.record = record.to_string();
-    entry.warehouse_id = Some(change.warehouse_id.clone());
-    entry.resource = Some(change.resource.join(&RESOURCE_SEPARATOR.to_string()));
-    Some(entry)
+    Some(build_about(write, at_ms, true, ("applied", None), change.detail.clone(), Some(&change.subject)))
 }
 
 /// The record of a single-table commit's swap (committed in a group): the change names the table
@@ -231,11 +287,23 @@ fn build(
     write: &WriteContext,
     at_ms: i64,
     authenticated: bool,
-    (outcome, status): (&'static str, Option<u16>),
+    ended: (&'static str, Option<u16>),
     change: Value,
 ) -> Entry {
+    build_about(write, at_ms, authenticated, ended, change, None)
+}
+
+/// A record; `about`: what it is about, when not its decisions' most specific target.
+fn build_about(
+    write: &WriteContext,
+    at_ms: i64,
+    authenticated: bool,
+    (outcome, status): (&'static str, Option<u16>),
+    change: Value,
+    about: Option<&Subject>,
+) -> Entry {
     let decisions: Vec<Value> = write.decisions.iter().map(decision).collect();
-    let (warehouse_id, resource) = subject(&write.decisions);
+    let subject = about.cloned().unwrap_or_else(|| subject(&write.decisions));
     let (actor_value, actor_column) = if authenticated {
         (actor(&write.actor), write.actor.describe())
     } else {
@@ -246,7 +314,7 @@ fn build(
         "request-id": write.request_id.as_deref(),
         "actor": actor_value,
         "operation": write.operation.as_deref(),
-        "subject": { "warehouse-id": warehouse_id, "resource": resource },
+        "subject": subject.to_json(),
         "decisions": decisions,
         "idempotency-key": write.idempotency.as_ref().map(|scope| scope.key.key.as_str()),
         "change": change,
@@ -263,8 +331,8 @@ fn build(
         operation: write.operation.as_deref().map(str::to_owned),
         principal_id: if authenticated { write.actor.principal_id().map(|id| id.as_str().to_owned()) } else { None },
         actor: actor_column,
-        warehouse_id,
-        resource: resource.map(|parts| parts.join(&RESOURCE_SEPARATOR.to_string())),
+        resource: subject.resource(),
+        warehouse_id: subject.warehouse_id,
         outcome,
         record: record.to_string(),
     }
@@ -522,25 +590,30 @@ impl icegate_catalog::audit::AuditStore for SqlStore {
         }
         // Resources are compared whole or by prefix and suffix, never with LIKE, so no
         // character of a name acts as a pattern.
-        let separator = RESOURCE_SEPARATOR.to_string();
         match (&filter.namespace, &filter.name) {
             (Some(levels), Some(name)) => {
-                let whole = [levels.as_slice(), std::slice::from_ref(name)].concat().join(&separator);
+                let whole = resource_of(levels, Some(name)).unwrap_or_default();
                 conditions.push(format!("resource = {}", bind(Param::Text(whole))));
             }
             (Some(levels), None) => {
-                // The namespace itself, or anything inside it.
-                let exact = levels.join(&separator);
-                let inside = format!("{exact}{separator}");
-                let len = inside.chars().count();
-                let (exact, inside) = (bind(Param::Text(exact)), bind(Param::Text(inside)));
-                conditions.push(format!("(resource = {exact} OR substr(resource, 1, {len}) = {inside})"));
+                // The namespace itself, or anything inside it: a namespace below it, or a table
+                // or view in it or below.
+                let exact = levels.join(&RESOURCE_SEPARATOR.to_string());
+                let len = exact.chars().count() + 1;
+                let below = format!("{exact}{RESOURCE_SEPARATOR}");
+                let named = format!("{exact}{NAME_SEPARATOR}");
+                let (exact, below, named) =
+                    (bind(Param::Text(exact)), bind(Param::Text(below)), bind(Param::Text(named)));
+                conditions.push(format!(
+                    "(resource = {exact} OR substr(resource, 1, {len}) = {below} OR substr(resource, 1, {len}) = {named})"
+                ));
             }
             (None, Some(name)) => {
-                let suffix = format!("{separator}{name}");
+                // A table or view of this name, in any namespace.
+                let suffix = format!("{NAME_SEPARATOR}{name}");
                 let len = suffix.chars().count();
                 conditions.push(format!(
-                    "length(resource) > {len} AND substr(resource, length(resource) - {len} + 1) = {}",
+                    "length(resource) >= {len} AND substr(resource, length(resource) - {len} + 1) = {}",
                     bind(Param::Text(suffix))
                 ));
             }
@@ -736,10 +809,11 @@ fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String
     if subject["warehouse-id"].as_str() != warehouse_id.as_deref() {
         return Ok(Some("its warehouse column differs from its record".into()));
     }
-    let parts = subject["resource"].as_array().map(|parts| {
-        parts.iter().map(|p| p.as_str().unwrap_or_default()).collect::<Vec<_>>().join(&RESOURCE_SEPARATOR.to_string())
-    });
-    if parts != resource {
+    let levels: Option<Vec<String>> = subject["namespace"]
+        .as_array()
+        .map(|levels| levels.iter().map(|l| l.as_str().unwrap_or_default().to_owned()).collect());
+    let recorded = levels.and_then(|levels| resource_of(&levels, subject["name"].as_str()));
+    if recorded != resource {
         return Ok(Some("its resource column differs from its record".into()));
     }
     if parsed["outcome"].as_str() != Some(outcome.as_str()) {

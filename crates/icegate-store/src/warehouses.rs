@@ -141,7 +141,10 @@ impl WarehouseStore for SqlStore {
         result.map_err(|e| {
             taken_or_failed(e, || CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")))
         })?;
-        self.commit_write(tx, write).await?;
+        let write = write.changing(serde_json::json!({
+            "warehouse": name.as_str(), "warehouse-id": id, "storage-root": root.as_str(), "created": true,
+        }));
+        self.commit_write(tx, &write).await?;
         Ok(Warehouse {
             id: WarehouseId::new(id),
             name: name.clone(),
@@ -173,7 +176,10 @@ impl WarehouseStore for SqlStore {
         .await
         .map_err(db_error)?;
         let updated = row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))?;
-        self.commit_write(tx, write).await?;
+        let write = write.changing(serde_json::json!({
+            "warehouse": name.as_str(), "profile-version": updated.profile_version,
+        }));
+        self.commit_write(tx, &write).await?;
         Ok(updated)
     }
 
@@ -197,7 +203,8 @@ impl WarehouseStore for SqlStore {
         .await
         .map_err(db_error)?;
         let updated = row.as_ref().map(from_row).transpose()?.ok_or_else(|| CatalogError::no_such_warehouse(name))?;
-        self.commit_write(tx, write).await?;
+        let write = write.changing(serde_json::json!({ "warehouse": name.as_str(), "settings": settings }));
+        self.commit_write(tx, &write).await?;
         Ok(updated)
     }
 

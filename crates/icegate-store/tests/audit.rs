@@ -306,6 +306,7 @@ fn request(
         },
         privilege: Privilege::Read,
         outcome,
+        grant: None,
     }];
     if operation == "loadCredentials" {
         write.events = vec![AuditEvent::Vended {
@@ -376,7 +377,9 @@ async fn requests_are_recorded_in_groups_and_found_by_their_filters(db: TestData
     assert!(!one_table.is_empty());
     for record in &one_table {
         let record: serde_json::Value = serde_json::from_str(&record.record).unwrap();
-        assert_eq!(record["subject"]["resource"], serde_json::json!(["n10", "t0"]));
+        assert_eq!(record["subject"]["namespace"], serde_json::json!(["n10"]));
+        assert_eq!(record["subject"]["name"], "t0");
+        assert_eq!(record["subject"]["kind"], "table");
     }
     let named_t2 = found(AuditFilter { name: Some("t2".into()), ..Default::default() }).await;
     assert_eq!(named_t2.len(), 16);

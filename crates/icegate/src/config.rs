@@ -52,14 +52,7 @@ impl Config {
                 *value = set(value);
             }
         }
-        if let Some(url) = view.get_mut("database").and_then(|d| d.get_mut("url"))
-            && let Some(text) = url.as_str()
-            && let Ok(mut parsed) = url::Url::parse(text)
-            && parsed.password().is_some()
-        {
-            let _ = parsed.set_password(Some("redacted"));
-            *url = serde_json::Value::String(parsed.to_string());
-        }
+        redact_urls(&mut view);
         view
     }
 
@@ -69,6 +62,47 @@ impl Config {
         use sha2::Digest;
         let text = self.audit_view().to_string();
         sha2::Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// Every URL in `value` without what may be a secret: a password (`user:password@`) and the
+/// values of query parameters that may hold one (`password`, `secret`, `token`, `key`, ...).
+fn redact_urls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) => {
+            let Ok(mut url) = url::Url::parse(text) else { return };
+            if url.cannot_be_a_base() {
+                return;
+            }
+            let mut changed = false;
+            if url.password().is_some() {
+                let _ = url.set_password(Some("redacted"));
+                changed = true;
+            }
+            if url.query().is_some() {
+                let secretive = |key: &str| {
+                    let key = key.to_ascii_lowercase();
+                    ["pass", "secret", "token", "key", "credential", "auth", "sig"].iter().any(|s| key.contains(s))
+                };
+                let pairs: Vec<(String, String)> = url
+                    .query_pairs()
+                    .map(|(k, v)| {
+                        let v = if secretive(&k) { "redacted".to_owned() } else { v.into_owned() };
+                        (k.into_owned(), v)
+                    })
+                    .collect();
+                if pairs.iter().any(|(k, _)| secretive(k)) {
+                    url.query_pairs_mut().clear().extend_pairs(pairs);
+                    changed = true;
+                }
+            }
+            if changed {
+                *text = url.to_string();
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_urls),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(redact_urls),
+        _ => {}
     }
 }
 
@@ -730,5 +764,26 @@ mod tests {
             assert!(err.contains("contain no `@`"), "{err}");
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod audit_view_tests {
+    use super::*;
+
+    #[test]
+    fn the_start_up_record_shows_no_secret() {
+        let mut config = Config::default();
+        config.database.url = Some("postgres://icegate:hunter2@db:5432/catalog?sslmode=require&password=pw2".into());
+        config.secrets.encryption_key = Some("a2V5LWtleS1rZXkta2V5LWtleS1rZXkta2V5LWtleTE=".into());
+        config.auth.bootstrap_client_secret = Some("boot-secret".into());
+        config.auth.token_signing_key = Some("signing-key-material".into());
+        let text = config.audit_view().to_string();
+        for secret in ["hunter2", "pw2", "a2V5LWtl", "boot-secret", "signing-key-material"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert!(text.contains("sslmode=require"), "{text}");
+        assert_eq!(config.audit_view()["secrets"]["encryption_key"], serde_json::Value::Bool(true));
+        assert_eq!(config.audit_digest().len(), 64);
     }
 }

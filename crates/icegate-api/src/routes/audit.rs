@@ -39,6 +39,7 @@ pub struct AuditPageResponse {
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Records at or after this time (milliseconds since the Unix epoch).
     pub since: Option<i64>,
@@ -55,6 +56,11 @@ pub struct AuditQuery {
     pub action: Option<String>,
     /// Records about this warehouse (by name). Required for holders of `audit` on a warehouse.
     pub warehouse: Option<String>,
+    /// Records about the warehouse with this id, for readers of every record (a deleted
+    /// warehouse's records are found by its id).
+    #[serde(rename = "warehouseId")]
+    #[param(rename = "warehouseId")]
+    pub warehouse_id: Option<String>,
     /// Records about this namespace or anything in it (levels joined by `%1F`, or by `.` when
     /// no level holds one); with `name`, about that table or view.
     pub namespace: Option<String>,
@@ -122,7 +128,7 @@ pub async fn search_audit(
         actor: query.principal,
         principal_id: query.principal_id,
         operation: query.action,
-        warehouse_id: None,
+        warehouse_id: query.warehouse_id,
         namespace: query.namespace.as_deref().map(split_namespace),
         name: query.name,
         outcome: query.outcome,

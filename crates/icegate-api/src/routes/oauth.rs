@@ -49,6 +49,13 @@ fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
     response
 }
 
+/// 16 hex digits of SHA-256, as records name what must not be shown.
+fn digest(value: &str) -> String {
+    use sha2::Digest;
+    let hash: [u8; 32] = sha2::Sha256::digest(value.as_bytes()).into();
+    Authentication::token_digest(&hash)
+}
+
 /// Client id and secret from HTTP Basic authentication, if present.
 fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
@@ -103,7 +110,7 @@ pub async fn get_token(
     let Some((client_id, client_secret)) = credentials else {
         return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "client_id and client_secret are required");
     };
-    let request_id = headers.get(crate::REQUEST_ID_HEADER).and_then(|v| v.to_str().ok());
+    let request_id = crate::audit::request_id(&headers);
     // Recorded as presented, within the length a client id may have.
     let presented: String = client_id.chars().take(256).collect();
     match state.security.authenticator.issue_token(&client_id, &client_secret).await {
@@ -131,6 +138,11 @@ pub async fn get_token(
         }
         Err(TokenError::InvalidClient) => {
             let response = oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials");
+            // A client id no principal has may be a secret sent in its place: recorded by its
+            // digest only.
+            let known =
+                matches!(state.security.authenticator.access().principal_by_client_id(&client_id).await, Ok(Some(_)));
+            let presented = if known { presented } else { format!("unknown:{}", digest(&client_id)) };
             let refused = Err((presented, "invalid client credentials".to_owned()));
             crate::audit::record_token(&state, request_id, refused, response).await
         }

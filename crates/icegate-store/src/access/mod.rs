@@ -180,7 +180,9 @@ impl AccessStore for SqlStore {
         inserted.map_err(|e| {
             taken_or_failed(e, || CatalogError::AlreadyExists(format!("Principal already exists: {name}")))
         })?;
-        self.commit_write(tx, write).await?;
+        let write = write
+            .changing(serde_json::json!({ "principal": name, "principal-id": record.id.as_str(), "created": true }));
+        self.commit_write(tx, &write).await?;
         Ok(record)
     }
 
@@ -225,6 +227,7 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Principal", name));
         }
+        let write = &write.changing(serde_json::json!({ "principal": name, "deleted": true }));
         self.commit_admin_change(tx, write, before, || format!("deleting principal {name}")).await
     }
 
@@ -297,7 +300,7 @@ impl AccessStore for SqlStore {
             .await;
         inserted
             .map_err(|e| taken_or_failed(e, || CatalogError::AlreadyExists(format!("Role already exists: {name}"))))?;
-        self.commit_write(tx, write).await?;
+        self.commit_write(tx, &write.changing(serde_json::json!({ "role": name, "created": true }))).await?;
         Ok(record)
     }
 
@@ -325,6 +328,7 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Role", name));
         }
+        let write = &write.changing(serde_json::json!({ "role": name, "deleted": true }));
         self.commit_admin_change(tx, write, before, || format!("deleting role {name}")).await
     }
 
@@ -349,7 +353,8 @@ impl AccessStore for SqlStore {
                 db_error(e)
             }
         })?;
-        self.commit_write(tx, write).await
+        let write = write.changing(serde_json::json!({ "role": role, "member-added": principal }));
+        self.commit_write(tx, &write).await
     }
 
     async fn remove_role_member(&self, write: &WriteContext, role: &str, principal: &str) -> Result<()> {
@@ -364,6 +369,7 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Role membership", &format!("{principal} in {role}")));
         }
+        let write = &write.changing(serde_json::json!({ "role": role, "member-removed": principal }));
         self.commit_admin_change(tx, write, before, || format!("removing {principal} from role {role}")).await
     }
 
@@ -527,7 +533,11 @@ impl AccessStore for SqlStore {
                 CatalogError::AlreadyExists(format!("{role} already holds {privilege} on that securable"))
             })
         })?;
-        self.commit_write(tx, write).await?;
+        let write = write.changing(serde_json::json!({
+            "granted": privilege.as_str(), "role": role, "securable": securable_json(securable),
+            "grant-id": id, "expires-at-ms": expires_at_ms,
+        }));
+        self.commit_write(tx, &write).await?;
         Ok(GrantRecord { id, role: role.to_owned(), privilege, securable: securable.clone(), expires_at_ms })
     }
 
@@ -557,6 +567,9 @@ impl AccessStore for SqlStore {
         if done.rows_affected() == 0 {
             return Err(not_found("Grant", &format!("{privilege} to {role}")));
         }
+        let write = &write.changing(serde_json::json!({
+            "revoked": privilege.as_str(), "role": role, "securable": securable_json(securable),
+        }));
         self.commit_admin_change(tx, write, before, || format!("revoking {privilege} from role {role}")).await
     }
 
@@ -678,7 +691,8 @@ impl AccessStore for SqlStore {
         // For a table or view, the id its name means now, in a row of its own (`below` 2): the
         // decision is tied to that object (grants follow objects, names do not).
         let object = if tabular.is_some() {
-            " UNION ALL SELECT t.id AS privilege, 2 AS below, NULL AS expires_at FROM tabulars t \
+            " UNION ALL SELECT t.id AS privilege, 2 AS below, NULL AS expires_at, NULL AS grant_id, NULL AS role, \
+             NULL AS securable_type FROM tabulars t \
              JOIN namespaces n ON n.id = t.namespace_id \
              WHERE n.warehouse_id = $3 AND n.name = $4 AND t.name = $5 AND t.kind = $6"
         } else {
@@ -688,9 +702,11 @@ impl AccessStore for SqlStore {
         // which object it names.
         let in_force = visible::grants_in_force(1, 2);
         let sql = format!(
-            "SELECT g.privilege, 0 AS below, g.expires_at {in_force} AND ({direct_scope}) \
+            "SELECT g.privilege, 0 AS below, g.expires_at, g.id AS grant_id, \
+                    (SELECT r.name FROM roles r WHERE r.id = g.role_id) AS role, g.securable_type \
+             {in_force} AND ({direct_scope}) \
              UNION ALL \
-             SELECT g.privilege, 1 AS below, g.expires_at {in_force} AND ({below_scope}){object}"
+             SELECT g.privilege, 1 AS below, g.expires_at, NULL, NULL, NULL {in_force} AND ({below_scope}){object}"
         );
         let (name, kind) =
             tabular.map(|(n, k)| (n, if k == TabularKind::View { "view" } else { "table" })).unwrap_or(("", ""));
@@ -724,10 +740,27 @@ impl AccessStore for SqlStore {
             }
             if below == 0 {
                 holdings.direct.insert(privilege);
+                holdings.grants.push(icegate_catalog::actors::HeldGrant {
+                    id: row.try_get("grant_id").map_err(db_error)?,
+                    role: row.try_get::<Option<String>, _>("role").map_err(db_error)?.unwrap_or_default(),
+                    privilege,
+                    securable_type: row.try_get("securable_type").map_err(db_error)?,
+                    expires_at_ms: expires,
+                });
             } else {
                 holdings.below = true;
             }
         }
         Ok(holdings)
     }
+}
+
+/// A securable as records name it: its type and the names of its parts.
+fn securable_json(securable: &SecurableRef) -> serde_json::Value {
+    serde_json::json!({
+        "type": securable.kind.as_str(),
+        "warehouse": securable.warehouse,
+        "namespace": securable.namespace.as_ref().map(|n| n.levels().to_vec()),
+        "name": securable.name,
+    })
 }
