@@ -543,7 +543,7 @@ fn unexpected_answer(what: String) -> CatalogError {
 
 /// As the pool's connections are (`SqlStore::open`), and with every commit's WAL synced before
 /// it is acknowledged, as sqlx's default `synchronous = FULL` does for theirs.
-fn open(file: &Path) -> rusqlite::Result<Connection> {
+pub(crate) fn open(file: &Path) -> rusqlite::Result<Connection> {
     // No CREATE: the pool created and migrated the database before any swap.
     let connection =
         Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
@@ -566,7 +566,7 @@ fn run_group(connection: &mut Connection, swaps: &[Queued], now: i64) -> rusqlit
 }
 
 /// As `db_error` for sqlx's: busy after the timeout is unavailable, the rest internal.
-fn sqlite_error(err: rusqlite::Error) -> CatalogError {
+pub(crate) fn sqlite_error(err: rusqlite::Error) -> CatalogError {
     let busy = matches!(
         err.sqlite_error_code(),
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
