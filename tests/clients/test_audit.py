@@ -22,8 +22,8 @@ from pyiceberg.catalog import load_catalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
-from conftest import Server, icegate_bin
-from test_auth_clients import ADMIN_ID, ADMIN_SECRET, SCHEMA, admin_call, admin_token, reader_of
+from conftest import icegate_bin
+from test_auth_clients import ADMIN_ID, ADMIN_SECRET, SCHEMA, admin_call, admin_token, reader_of, secured  # noqa: F401
 
 
 def verify(cwd, env):
@@ -103,21 +103,6 @@ def status_of(server, token, method, path, body=None):
         return 200
     except urllib.error.HTTPError as e:
         return e.code
-
-
-@pytest.fixture
-def secured(tmp_path, backend):
-    env = {
-        **backend,
-        "ICEGATE__AUTH__MODE": "required",
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
-    }
-    server = Server(tmp_path, [], env).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_principals_session_is_recorded_and_read_by_auditors_only(secured):

@@ -65,10 +65,22 @@ def test_a_vend_and_a_refresh_are_recorded_with_the_credentials_key_id_and_no_se
     (record,) = [r["record"] for r in audit(server, token, principal="audited-reader", action="loadCredentials")]
     assert record["events"][0]["kind"] == "credentials-refreshed"
     assert record["events"][0]["access-key-id"] == refreshed["storage-credentials"][0]["config"]["s3.access-key-id"]
+    # Its grant revoked, the refresh is decided again: refused, recorded, nothing handed out.
+    grant = {"role": "audited-reader-role", "privilege": "read",
+             "securable": {"type": "table", "warehouse": "lake", "namespace": ["db"], "name": "a"}}
+    status, body = call(server, token, "DELETE", "/management/v1/grants", grant)
+    assert status == 204, body
+    status, body = call(server, reader, "GET", f"/v1/{prefix}/namespaces/db/tables/a/credentials")
+    assert status in (403, 404) and "storage-credentials" not in (body or {}), body
+    (record,) = [r["record"] for r in audit(server, token, principal="audited-reader", action="loadCredentials",
+                                            outcome="refused")]
+    assert "events" not in record
+    status, body = call(server, token, "POST", "/management/v1/grants", grant)
+    assert status in (200, 201), body
     # A table it may not read: refused, recorded, nothing vended.
     status, _ = vend(server, reader, prefix, "missing-or-hidden")
     assert status == 404
-    refused = audit(server, token, principal="audited-reader", outcome="refused")
+    refused = audit(server, token, principal="audited-reader", outcome="refused", action="loadTable")
     assert [r["record"]["subject"]["name"] for r in refused] == ["missing-or-hidden"]
     assert "events" not in refused[0]["record"]
 
