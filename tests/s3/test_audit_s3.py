@@ -1,9 +1,11 @@
 """What the audit trail records of storage access, judged at the trail and at the store: a
 vend names the prefixes, the level, the expiry and the access key id of exactly the credentials
 handed out (never a secret); a refresh and a signature are recorded as such; and when the trail
-cannot be written, no credentials are handed out (503), and the trail resumes intact."""
+cannot be written, no credentials are handed out (503), and the trail resumes intact. A revoked
+grant gets no refresh; a warehouse's cap on credentials' lifetime is what STS is asked for."""
 
 import sqlite3
+import time
 import urllib.parse
 
 import pytest
@@ -141,3 +143,28 @@ def test_no_credentials_are_handed_out_while_the_trail_cannot_be_written(lake, m
         assert db.execute("SELECT COUNT(*) FROM namespaces WHERE name = 'never'").fetchone()[0] == 0
     status, body = vend(server, token, prefix)
     assert status == 200, body
+
+
+def test_a_warehouse_caps_the_lifetime_of_vended_credentials(lake, moto):
+    server, token, prefix = lake
+    settings = "/management/v1/warehouses/lake/settings"
+    status, body = call(server, token, "PUT", settings, {"credentials.max-lifetime-seconds": 900})
+    assert status == 200, body
+    assert body["settings"] == {"audit.record-reads": True, "credentials.max-lifetime-seconds": 900}
+    try:
+        status, loaded = vend(server, token, prefix)
+        assert status == 200, loaded
+        expires = int(loaded["storage-credentials"][0]["config"]["s3.session-token-expires-at-ms"])
+        # The profile's sessions last 3600 s; the warehouse allows 900 (STS minted them so).
+        assert expires - time.time() * 1000 <= 900_000 + 5_000, expires
+        (record,) = [r["record"] for r in audit(server, token, action="loadTable", warehouse="lake")][-1:]
+        assert record["events"][0]["expires-at-ms"] == expires
+        # Outside what STS allows, or on a profile whose keys no lifetime bounds: refused.
+        for cap in (60, 50_000):
+            status, body = call(server, token, "PUT", settings, {"credentials.max-lifetime-seconds": cap})
+            assert status == 400, body
+        status, body = call(server, token, "PUT", "/management/v1/warehouses/lake/storage-profile", s3_profile(moto, "static"))
+        assert status == 400, body
+    finally:
+        status, body = call(server, token, "PUT", settings, {})
+        assert status == 200 and body["settings"] == {"audit.record-reads": True}, body

@@ -44,6 +44,10 @@ pub struct WarehouseSettings {
     /// recorded in the audit trail. Changes, refusals, vends and signatures always are.
     #[serde(rename = "audit.record-reads", default = "yes")]
     pub audit_record_reads: bool,
+    /// The longest lifetime of credentials vended for the warehouse's tables, in seconds
+    /// (900-43200; `None`: the storage profile's session duration).
+    #[serde(rename = "credentials.max-lifetime-seconds", default, skip_serializing_if = "Option::is_none")]
+    pub credentials_max_lifetime_seconds: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -52,7 +56,7 @@ fn yes() -> bool {
 
 impl Default for WarehouseSettings {
     fn default() -> Self {
-        Self { audit_record_reads: true }
+        Self { audit_record_reads: true, credentials_max_lifetime_seconds: None }
     }
 }
 

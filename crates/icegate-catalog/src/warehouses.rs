@@ -71,6 +71,7 @@ impl Warehouses<'_> {
         self.require_warehouse(ctx, &existing, name, Privilege::Admin).await?;
         let profile = profile.seal(self.cipher())?;
         self.authorize_profile(ctx, &profile).await?;
+        check_settings(&existing.settings, &profile)?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
         let updated = self.store().update_storage_profile(&ctx.write(), &existing.name, &profile).await?;
         self.forget_warehouse(&updated.name);
@@ -88,6 +89,7 @@ impl Warehouses<'_> {
         let existing = self.warehouse_named(name).await?;
         self.require_warehouse(ctx, &existing, name, Privilege::Describe).await?;
         ctx.require(&Target::Server, Privilege::Admin, || CatalogError::no_such_warehouse(name)).await?;
+        check_settings(&settings, &existing.storage_profile)?;
         let updated = self.store().update_warehouse_settings(&ctx.write(), &existing.name, &settings).await?;
         self.forget_warehouse(&updated.name);
         Ok(updated)
@@ -130,6 +132,25 @@ impl Warehouses<'_> {
         self.forget_warehouse(&name);
         Ok(())
     }
+}
+
+/// Settings that the warehouse's storage profile can honour: a cap on credentials' lifetime
+/// within what STS allows, and none with `static` vending (the warehouse's own keys, which no
+/// lifetime bounds: a cap there would be a promise nothing keeps).
+fn check_settings(settings: &crate::store::WarehouseSettings, profile: &crate::storage::StorageProfile) -> Result<()> {
+    let Some(cap) = settings.credentials_max_lifetime_seconds else { return Ok(()) };
+    if !(900..=43_200).contains(&cap) {
+        return Err(CatalogError::bad_request(format!(
+            "credentials.max-lifetime-seconds must be 900-43200 (what STS allows), not {cap}"
+        )));
+    }
+    if profile.s3().is_some_and(|s3| s3.vending == crate::storage::VendingMode::Static) {
+        return Err(CatalogError::bad_request(
+            "credentials.max-lifetime-seconds cannot bound `static` vending (the warehouse's own keys); \
+             use vending `sts`, or remove the setting first",
+        ));
+    }
+    Ok(())
 }
 
 impl Catalog {

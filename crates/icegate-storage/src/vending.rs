@@ -86,6 +86,8 @@ pub(crate) struct Minted {
 struct CacheKey {
     warehouse_id: icegate_catalog::WarehouseId,
     profile_version: i64,
+    /// The warehouse's cap on credentials' lifetime (a new cap mints anew).
+    max_lifetime_seconds: Option<u32>,
     access: AccessLevel,
     locations: TableLocations,
 }
@@ -175,7 +177,10 @@ impl ObjectStoreIo {
             &location_keys(access, &key.locations)?,
             key.access,
         )?;
-        let duration = access.profile.sts.session_duration_seconds;
+        let duration = match key.max_lifetime_seconds {
+            Some(cap) => access.profile.sts.session_duration_seconds.min(cap),
+            None => access.profile.sts.session_duration_seconds,
+        };
         let started = Instant::now();
         self.vending.metrics.sts_calls.inc();
         let mut call = access
@@ -271,6 +276,7 @@ impl CredentialVendor for ObjectStoreIo {
             let key = CacheKey {
                 warehouse_id: warehouse.id.clone(),
                 profile_version: 0,
+                max_lifetime_seconds: None,
                 access: AccessLevel::Read,
                 // A location below the root: a root may be a whole bucket (`s3://lake`).
                 locations: TableLocations::new([format!("{}/.icegate-probe", warehouse.storage_root.as_str())]),
@@ -322,6 +328,7 @@ impl CredentialVendor for ObjectStoreIo {
                     let key = CacheKey {
                         warehouse_id: warehouse.id.clone(),
                         profile_version: warehouse.profile_version,
+                        max_lifetime_seconds: warehouse.settings.credentials_max_lifetime_seconds,
                         access: request.access,
                         locations: request.locations.clone(),
                     };
@@ -431,6 +438,7 @@ mod tests {
         CacheKey {
             warehouse_id: icegate_catalog::WarehouseId::new("w"),
             profile_version: 1,
+            max_lifetime_seconds: None,
             access: AccessLevel::Read,
             locations: TableLocations::new([location.to_owned()]),
         }

@@ -42,7 +42,10 @@ impl From<Warehouse> for WarehouseResponse {
             storage_root: w.storage_root.to_string(),
             storage_profile: StorageProfileView::from(&w.storage_profile),
             profile_version: w.profile_version,
-            settings: WarehouseSettingsBody { audit_record_reads: w.settings.audit_record_reads },
+            settings: WarehouseSettingsBody {
+                audit_record_reads: w.settings.audit_record_reads,
+                credentials_max_lifetime_seconds: w.settings.credentials_max_lifetime_seconds,
+            },
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
         }
@@ -306,6 +309,11 @@ pub struct WarehouseSettingsBody {
     /// vends and signatures are recorded whatever it says.
     #[serde(rename = "audit.record-reads", default = "default_true")]
     pub audit_record_reads: bool,
+    /// The longest lifetime, in seconds, of credentials vended for the warehouse's tables
+    /// (900-43200; absent: the storage profile's `sts.session-duration-seconds`). Refused for
+    /// `static` vending, which no lifetime bounds.
+    #[serde(rename = "credentials.max-lifetime-seconds", default, skip_serializing_if = "Option::is_none")]
+    pub credentials_max_lifetime_seconds: Option<u32>,
 }
 
 fn default_true() -> bool {
@@ -337,7 +345,10 @@ pub async fn update_settings(
     Path(name): Path<String>,
     Json(settings): Json<WarehouseSettingsBody>,
 ) -> Result<Json<WarehouseResponse>, ApiError> {
-    let settings = icegate_catalog::store::WarehouseSettings { audit_record_reads: settings.audit_record_reads };
+    let settings = icegate_catalog::store::WarehouseSettings {
+        audit_record_reads: settings.audit_record_reads,
+        credentials_max_lifetime_seconds: settings.credentials_max_lifetime_seconds,
+    };
     Ok(Json(state.catalog.warehouses().update_settings(&ctx, &name, settings).await?.into()))
 }
 
