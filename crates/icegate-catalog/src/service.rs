@@ -108,6 +108,8 @@ pub struct Catalog {
     namespace_separator: char,
     /// The time the catalog's own decisions read (grace periods, expiries, key ages).
     clock: crate::clock::SharedClock,
+    /// `governance.strict`: no `static` vending, no storage identity shared by two warehouses.
+    strict: bool,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -157,6 +159,7 @@ impl Catalog {
             public_url: None,
             namespace_separator: UNIT_SEPARATOR,
             clock: crate::clock::system(),
+            strict: false,
         }
     }
 
@@ -168,6 +171,34 @@ impl Catalog {
 
     pub fn clock(&self) -> &crate::clock::SharedClock {
         &self.clock
+    }
+
+    /// `governance.strict`: storage profiles with `static` vending, or with a role ARN or
+    /// static key another warehouse uses, are refused.
+    pub fn with_strict_governance(mut self, strict: bool) -> Self {
+        self.strict = strict;
+        self
+    }
+
+    /// Under `governance.strict`, why `profile` may not serve warehouse `name` (vending mode
+    /// `static`, or an identity another warehouse has); `None` when it may.
+    pub async fn segregation_refusal(&self, name: &WarehouseName, profile: &StorageProfile) -> Result<Option<String>> {
+        if !self.strict {
+            return Ok(None);
+        }
+        let Some(s3) = profile.s3() else { return Ok(None) };
+        if s3.vending == crate::storage::VendingMode::Static {
+            return Ok(Some("vending `static` hands every client the warehouse's own keys".into()));
+        }
+        for other in self.store.list_warehouses(None).await? {
+            if other.name == *name {
+                continue;
+            }
+            if let Some(shared) = crate::storage::shared_identity(profile, &other.storage_profile) {
+                return Ok(Some(format!("{shared} is warehouse {}'s too", other.name)));
+            }
+        }
+        Ok(None)
     }
 
     /// The catalog's URL as clients reach it (`server.public_url`); without it, the Host a
@@ -199,6 +230,16 @@ impl Catalog {
     /// A profile that uses the server's own identity, vends unscoped keys or names an endpoint
     /// outside `storage.allowed_endpoints` needs admin on the server, whoever may administer
     /// the warehouse.
+    /// Refuses what `governance.strict` forbids for warehouse `name`'s profile.
+    pub(crate) async fn check_segregation(&self, name: &WarehouseName, profile: &StorageProfile) -> Result<()> {
+        match self.segregation_refusal(name, profile).await? {
+            Some(why) => {
+                Err(CatalogError::bad_request(format!("governance.strict refuses this storage profile: {why}")))
+            }
+            None => Ok(()),
+        }
+    }
+
     pub(crate) async fn authorize_profile(&self, ctx: &RequestContext, profile: &StorageProfile) -> Result<()> {
         let reasons = server_admin_reasons(profile, &self.allowed_endpoints);
         if reasons.is_empty() || ctx.is_server_admin().await? {

@@ -379,6 +379,26 @@ pub trait CredentialVendor: Send + Sync + 'static {
     ) -> Result<SignResult>;
 }
 
+/// The storage identity two profiles share, if any: the STS role they vend through, or the
+/// static access key they act with (named, never the secret).
+pub fn shared_identity(a: &StorageProfile, b: &StorageProfile) -> Option<String> {
+    let (a, b) = (a.s3()?, b.s3()?);
+    if let (Some(x), Some(y)) = (&a.sts.role_arn, &b.sts.role_arn)
+        && x == y
+        && a.vending == VendingMode::Sts
+        && b.vending == VendingMode::Sts
+    {
+        return Some(format!("role {x}"));
+    }
+    if let (S3Credentials::Static { access_key_id: x, .. }, S3Credentials::Static { access_key_id: y, .. }) =
+        (&a.credentials, &b.credentials)
+        && x == y
+    {
+        return Some(format!("access key {x}"));
+    }
+    None
+}
+
 /// An endpoint the operator allows warehouse admins to point a profile at
 /// (`storage.allowed_endpoints`): scheme, host and port of a URL.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -52,6 +52,7 @@ impl Warehouses<'_> {
         let root = StorageRoot::parse(storage_root)?;
         let profile = profile.seal(self.cipher())?;
         self.authorize_profile(ctx, &profile).await?;
+        self.check_segregation(&name, &profile).await?;
         if self.store().warehouse_by_name(&name).await?.is_some() {
             return Err(CatalogError::AlreadyExists(format!("Warehouse already exists: {name}")));
         }
@@ -72,6 +73,7 @@ impl Warehouses<'_> {
         let profile = profile.seal(self.cipher())?;
         self.authorize_profile(ctx, &profile).await?;
         check_settings(&existing.settings, &profile)?;
+        self.check_segregation(&existing.name, &profile).await?;
         self.check_profile(&existing.name, &existing.storage_root, &profile).await?;
         let updated = self.store().update_storage_profile(&ctx.write(), &existing.name, &profile).await?;
         self.forget_warehouse(&updated.name);

@@ -23,7 +23,18 @@ pub struct Config {
     pub auth: AuthConfig,
     pub secrets: SecretsConfig,
     pub storage: StorageConfig,
+    pub governance: GovernanceConfig,
     pub log: LogConfig,
+}
+
+/// Preventative controls (docs/governance.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GovernanceConfig {
+    /// Refuse to run unauthenticated, to vend `static` keys, or to let two warehouses share a
+    /// storage identity (an STS role or a static access key): at start-up (naming what breaks
+    /// it) and for every storage profile made afterwards.
+    pub strict: bool,
 }
 
 /// Object storage settings that only the operator may choose.
@@ -311,6 +322,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             secrets: SecretsConfig::default(),
             storage: StorageConfig::default(),
+            governance: GovernanceConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -553,6 +565,12 @@ impl Config {
         }
         if self.server.request_timeout.is_zero() {
             bail!("invalid configuration: server.request_timeout must be positive");
+        }
+        if self.governance.strict && self.auth.mode == AuthMode::None {
+            bail!(
+                "invalid configuration: governance.strict refuses auth.mode = \"none\" (or --insecure-no-auth): \
+                 set auth.mode = \"required\""
+            );
         }
         if self.auth.mode == AuthMode::None
             && !self.server.listen.ip().is_loopback()

@@ -430,6 +430,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_schema_limits(config.catalog.schema_limits.limits())
         .with_max_updates(config.catalog.max_updates_per_commit)
         .with_clock(clock.clone())
+        .with_strict_governance(config.governance.strict)
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
@@ -443,6 +444,22 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .collect::<Result<_, _>>()
                 .map_err(|why| anyhow::anyhow!("storage.allowed_endpoints: {why}"))?,
         );
+    // governance.strict: what is stored already must keep it too (what is made later is checked
+    // as it is made).
+    if config.governance.strict {
+        let mut broken = Vec::new();
+        for warehouse in store.list_warehouses(None).await? {
+            if let Some(why) = catalog.segregation_refusal(&warehouse.name, &warehouse.storage_profile).await? {
+                broken.push(format!("warehouse {}: {why}", warehouse.name));
+            }
+        }
+        if !broken.is_empty() {
+            anyhow::bail!(
+                "governance.strict refuses to start: {} (change those storage profiles, or turn governance.strict off)",
+                broken.join("; ")
+            );
+        }
+    }
     // The start-up's record, with what it runs with: before anything is served.
     catalog
         .audit()
