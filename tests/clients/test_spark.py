@@ -137,5 +137,20 @@ def test_spark_authenticates_with_a_credential_and_is_held_to_its_grants(spark_j
                 reader.sql("INSERT INTO ice.db.shared VALUES (3)")
         finally:
             stop_spark(reader)
+        # The audit trail holds both sessions in order, with their principals: the admin's
+        # changes, the reader's read and its refused write.
+        from test_audit import search
+
+        token = admin_token(server)
+        changes = [r["record"] for r in search(server, token, outcome="applied", namespace="db")]
+        assert [(c["operation"], c["subject"]["name"]) for c in changes][:3] == [
+            ("createNamespace", None), ("createTable", "shared"), ("updateTable", "shared")
+        ], changes
+        assert {c["actor"]["name"] for c in changes} == {"admin"}, changes
+        reads = [r["record"] for r in search(server, token, principal="reader", name="shared")]
+        outcomes = [(r["operation"], r["outcome"]) for r in reads]
+        assert ("loadTable", "allowed") in outcomes and ("updateTable", "refused") in outcomes, outcomes
+        refused = next(r for r in reads if r["operation"] == "updateTable")
+        assert refused["status"] == 403 and refused["decisions"][-1]["outcome"] == "forbidden", refused
     finally:
         server.stop()
