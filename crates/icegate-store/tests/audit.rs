@@ -433,7 +433,58 @@ async fn a_request_without_its_record_fails(db: TestDatabase) {
     assert_eq!(count, 1, "the warehouse's record alone");
 }
 
+/// Two replicas on one database (two stores, each with its own pool, recorder and group
+/// committer), each recording requests and making changes and grouped commits at once: one
+/// chain, no gap, no fork, every record there once.
+async fn replicas_share_one_chain(db: TestDatabase) {
+    let wh = changes(&db, 1).await;
+    let other = icegate_store::SqlStore::connect_lazy(&icegate_store::StoreOptions {
+        url: db.url.clone(),
+        max_connections: 8,
+        acquire_timeout: std::time::Duration::from_secs(10),
+    })
+    .unwrap();
+    let replicas = [Arc::new(db.store.clone()), Arc::new(other)];
+    let mut callers = Vec::new();
+    for i in 0..40 {
+        let (store, wh) = (replicas[i % 2].clone(), wh.clone());
+        callers.push(tokio::spawn(async move {
+            let name = format!("t{i}");
+            store
+                .record(request(&wh, ("n0", &name), &format!("p{i}"), "loadTable", (200, Answered::Allowed)))
+                .await
+                .unwrap();
+            if i % 4 == 0 {
+                let mut write = WriteContext::by_principal("p", None);
+                write.operation = Some("createNamespace".into());
+                let ns = NamespaceIdent::from_levels([format!("r{i}")]).unwrap();
+                store.create_namespace(&write, &wh, &ns, &Properties::new()).await.unwrap();
+            }
+        }));
+    }
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let check = db.store.verify_audit().await.unwrap();
+    // The warehouse, one namespace, 40 requests and 10 namespaces.
+    assert_eq!((check.records, check.broken), (2 + 40 + 10, None));
+    let filter = AuditFilter { operation: Some("loadTable".into()), ..Default::default() };
+    let loads = db.store.audit_records(&filter, 100).await.unwrap();
+    let mut names: Vec<String> = loads
+        .iter()
+        .map(|r| {
+            let record: serde_json::Value = serde_json::from_str(&r.record).unwrap();
+            record["subject"]["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..40).map(|i| format!("t{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "every request recorded once");
+}
+
 icegate_store::on_both_backends!(
+    replicas_share_one_chain,
     requests_are_recorded_in_groups_and_found_by_their_filters,
     a_request_without_its_record_fails,
     each_change_is_one_record_in_one_chain,
