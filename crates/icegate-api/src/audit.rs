@@ -55,8 +55,8 @@ pub(crate) async fn record_request(
     method: &Method,
     response: Response,
 ) -> Response {
-    let status = response.status();
-    if status.is_success() && ctx.wrote() && !ctx.handed_out() {
+    let (status, handed_out) = (response.status(), ctx.handed_out());
+    if status.is_success() && ctx.wrote() && !handed_out {
         return response; // a change, recorded in its own transaction
     }
     let answered = answered(ctx, status);
@@ -64,29 +64,32 @@ pub(crate) async fn record_request(
     // what auditors answer for.
     let read = (method == Method::GET || method == Method::HEAD)
         && answered != Answered::Refused
-        && !ctx.handed_out()
+        && !handed_out
         && ctx.operation() != Some("searchAudit");
-    if read && !state.catalog.audit().records_reads(ctx).await {
+    let audit = state.catalog.audit();
+    if read && !audit.records_reads(ctx).await {
         return response;
     }
-    let audit = state.catalog.audit();
-    match within(state, audit.record(ctx, true, status.as_u16(), answered)).await {
-        Ok(()) => response,
-        Err(err) => unrecorded(&err, response),
-    }
+    answer_once_recorded(state, audit.record(ctx, true, status.as_u16(), answered), response).await
 }
 
-/// `recording`, given the request timeout to finish (the guard runs outside the timeout layer):
+/// `response` once `recording` is durable, or as [`unrecorded`] says when it is not. The
+/// recording is given the request timeout to finish (the guard runs outside the timeout layer):
 /// a store that does not answer fails the record instead of holding the request forever. A
 /// record that times out may still be appended later: the trail then says a little more than
 /// was handed out, never less.
-async fn within(
+async fn answer_once_recorded(
     state: &AppState,
     recording: impl std::future::Future<Output = icegate_catalog::Result<()>>,
-) -> icegate_catalog::Result<()> {
-    match tokio::time::timeout(state.request_timeout, recording).await {
+    response: Response,
+) -> Response {
+    let recorded = match tokio::time::timeout(state.request_timeout, recording).await {
         Ok(result) => result,
         Err(_) => Err(icegate_catalog::CatalogError::Unavailable("the audit trail did not answer in time".into())),
+    };
+    match recorded {
+        Ok(()) => response,
+        Err(err) => unrecorded(&err, response),
     }
 }
 
@@ -170,10 +173,7 @@ pub(crate) async fn record_unauthenticated(
         status: Some(response.status().as_u16()),
         answered: Answered::Refused,
     };
-    match within(state, state.catalog.audit().record_as(record)).await {
-        Ok(()) => response,
-        Err(err) => unrecorded(&err, response),
-    }
+    answer_once_recorded(state, state.catalog.audit().record_as(record), response).await
 }
 
 /// Records a token issued (`Ok`: to whom, and the event) or refused (`Err`: the client id
@@ -203,8 +203,5 @@ pub(crate) async fn record_token(
     };
     let answered = if authenticated { Answered::Allowed } else { Answered::Refused };
     let record = RequestRecord { write, authenticated, status: Some(response.status().as_u16()), answered };
-    match within(state, state.catalog.audit().record_as(record)).await {
-        Ok(()) => response,
-        Err(err) => unrecorded(&err, response),
-    }
+    answer_once_recorded(state, state.catalog.audit().record_as(record), response).await
 }

@@ -182,20 +182,25 @@ impl RequestContext {
     /// What the request's mutation records with its change (the change's record is then
     /// written in its transaction: see [`wrote`](Self::wrote)).
     pub fn write(&self) -> WriteContext {
-        let mut write = self.record();
-        if let Ok(mut trail) = self.trail.lock() {
-            trail.written = true;
-        }
-        write.events.clear();
-        write
+        self.context(true)
     }
 
     /// Everything the request's record carries, for a request that is not a recorded change
     /// (see `crate::audit`).
     pub fn record(&self) -> WriteContext {
+        self.context(false)
+    }
+
+    /// The write context of the request: for a change (`change`: marked written, and without
+    /// the events, which the record written after the answer carries), or for that record.
+    fn context(&self, change: bool) -> WriteContext {
         let principal = self.caller.principal_id().map(|id| id.as_str().to_owned()).unwrap_or_default();
-        let (decisions, events, key) =
-            self.with_trail(|trail| (trail.decisions.clone(), trail.events.clone(), trail.idempotency.clone()));
+        let (decisions, events, key) = {
+            let mut trail = self.trail.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            trail.written |= change;
+            let events = if change { Vec::new() } else { trail.events.clone() };
+            (trail.decisions.clone(), events, trail.idempotency.clone())
+        };
         WriteContext {
             principal,
             actor: self.caller.clone(),

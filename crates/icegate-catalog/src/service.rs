@@ -186,19 +186,8 @@ impl Catalog {
         if !self.strict {
             return Ok(None);
         }
-        let Some(s3) = profile.s3() else { return Ok(None) };
-        if s3.vending == crate::storage::VendingMode::Static {
-            return Ok(Some("vending `static` hands every client the warehouse's own keys".into()));
-        }
-        for other in self.store.list_warehouses(None).await? {
-            if other.name == *name {
-                continue;
-            }
-            if let Some(shared) = crate::storage::shared_identity(profile, &other.storage_profile) {
-                return Ok(Some(format!("{shared} is warehouse {}'s too", other.name)));
-            }
-        }
-        Ok(None)
+        let warehouses = self.store.list_warehouses(None).await?;
+        Ok(crate::storage::segregation_problem(name, profile, &warehouses))
     }
 
     /// The catalog's URL as clients reach it (`server.public_url`); without it, the Host a

@@ -379,9 +379,27 @@ pub trait CredentialVendor: Send + Sync + 'static {
     ) -> Result<SignResult>;
 }
 
+/// What `governance.strict` refuses in `profile` for warehouse `name` among `warehouses` (the
+/// others' identities; its own entry, if listed, is skipped): vending `static`, or an identity
+/// another warehouse has. `None` when nothing.
+pub fn segregation_problem(
+    name: &crate::ident::WarehouseName,
+    profile: &StorageProfile,
+    warehouses: &[crate::store::Warehouse],
+) -> Option<String> {
+    let s3 = profile.s3()?;
+    if s3.vending == VendingMode::Static {
+        return Some("vending `static` hands every client the warehouse's own keys".into());
+    }
+    warehouses.iter().filter(|other| other.name != *name).find_map(|other| {
+        shared_identity(profile, &other.storage_profile)
+            .map(|shared| format!("{shared} is warehouse {}'s too", other.name))
+    })
+}
+
 /// The storage identity two profiles share, if any: the STS role they vend through, or the
 /// static access key they act with (named, never the secret).
-pub fn shared_identity(a: &StorageProfile, b: &StorageProfile) -> Option<String> {
+fn shared_identity(a: &StorageProfile, b: &StorageProfile) -> Option<String> {
     let (a, b) = (a.s3()?, b.s3()?);
     if let (Some(x), Some(y)) = (&a.sts.role_arn, &b.sts.role_arn)
         && x == y

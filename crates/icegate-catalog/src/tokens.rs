@@ -75,7 +75,11 @@ pub struct IssuedToken {
 /// Why a token request failed, in OAuth2 terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenError {
-    InvalidClient,
+    /// `known_client`: a principal has the client id presented (only the secret was wrong), so
+    /// the id may be recorded; an unknown one may be a secret sent in its place.
+    InvalidClient {
+        known_client: bool,
+    },
     InvalidRequest(String),
     /// Too many slow (Argon2id) checks are running: retry shortly (503).
     Busy,
@@ -275,7 +279,7 @@ impl Authenticator {
         let unavailable = || TokenError::InvalidRequest("the catalog cannot issue tokens right now".into());
         if client_id.len() > MAX_CLIENT_ID_BYTES || client_secret.len() > MAX_CLIENT_SECRET_BYTES {
             tracing::info!("token refused: client id or secret too long");
-            return Err(TokenError::InvalidClient);
+            return Err(TokenError::InvalidClient { known_client: false });
         }
         let principal = match self.access.principal_by_client_id(client_id).await {
             Ok(Some(principal)) => principal,
@@ -283,7 +287,7 @@ impl Authenticator {
                 tracing::info!(?client_id, "token refused: unknown client id");
                 // The same (cheap) work as a real check.
                 let _ = check_secret(client_secret, UNKNOWN_CLIENT_HASH);
-                return Err(TokenError::InvalidClient);
+                return Err(TokenError::InvalidClient { known_client: false });
             }
             Err(err) => {
                 tracing::error!(error = %err, "token refused: the store failed");
@@ -292,7 +296,7 @@ impl Authenticator {
         };
         let Some(hash) = principal.secret_hash.clone() else {
             tracing::info!(?client_id, "token refused: the principal has no secret");
-            return Err(TokenError::InvalidClient);
+            return Err(TokenError::InvalidClient { known_client: true });
         };
         let valid = match check_secret(client_secret, &hash) {
             SecretCheck::Matches => true,
@@ -311,7 +315,7 @@ impl Authenticator {
         }
         if !valid && grace_until.is_none() {
             tracing::info!(?client_id, "token refused: wrong client secret");
-            return Err(TokenError::InvalidClient);
+            return Err(TokenError::InvalidClient { known_client: true });
         }
         if grace_until.is_some() {
             tracing::info!(?client_id, "token issued for the previous client secret, in its grace period");

@@ -318,7 +318,7 @@ fn event(event: &AuditEvent) -> Value {
 /// The record of the change `write` makes at `at_ms`; `None` for [`WriteContext::NONE`] (tests'
 /// own set-up, which no one asked for).
 pub(crate) fn entry(write: &WriteContext, at_ms: i64) -> Option<Entry> {
-    entry_with(write, at_ms, write.change.clone().unwrap_or(Value::Null))
+    applied(write, at_ms, write.change.clone().unwrap_or(Value::Null), None)
 }
 
 /// What a change made, for its record: the object it is about (its warehouse, and namespace
@@ -361,10 +361,7 @@ impl Change {
 
 /// The record of `write`'s change `change` at `at_ms` (`None` as for [`entry`]).
 pub(crate) fn entry_changed(write: &WriteContext, at_ms: i64, change: &Change) -> Option<Entry> {
-    if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
-        return None;
-    }
-    Some(build_about(write, at_ms, true, ("applied", None), change.detail.clone(), Some(&change.subject)))
+    applied(write, at_ms, change.detail.clone(), Some(&change.subject))
 }
 
 /// The record of a single-table commit's swap (committed in a group): the change names the table
@@ -376,34 +373,27 @@ pub(crate) fn entry_for_swap(write: &WriteContext, at_ms: i64, swap: &MetadataSw
         "name": format!("{}.{}", swap.namespace, swap.name),
         "metadata-location": swap.metadata_location,
     });
-    entry_with(write, at_ms, change)
+    applied(write, at_ms, change, None)
 }
 
-fn entry_with(write: &WriteContext, at_ms: i64, change: Value) -> Option<Entry> {
+/// The record of a change `write` applied (`about`: what it made, when not its decisions' most
+/// specific target); `None` for [`WriteContext::NONE`].
+fn applied(write: &WriteContext, at_ms: i64, change: Value, about: Option<&Subject>) -> Option<Entry> {
     if matches!(&write.actor, Caller::System { job, .. } if job.is_empty()) && write.operation.is_none() {
         return None;
     }
-    Some(build(write, at_ms, true, ("applied", None), change))
+    Some(build(write, at_ms, true, ("applied", None), change, about))
 }
 
 /// The record of a request that is not a recorded change (a read, a vend, a signature, a
 /// refusal, a token, a start-up): what it was answered with and how it ended.
 pub(crate) fn request_entry(request: &RequestRecord, at_ms: i64) -> Entry {
-    build(&request.write, at_ms, request.authenticated, (request.answered.as_str(), request.status), Value::Null)
-}
-
-fn build(
-    write: &WriteContext,
-    at_ms: i64,
-    authenticated: bool,
-    ended: (&'static str, Option<u16>),
-    change: Value,
-) -> Entry {
-    build_about(write, at_ms, authenticated, ended, change, None)
+    let ended = (request.answered.as_str(), request.status);
+    build(&request.write, at_ms, request.authenticated, ended, Value::Null, None)
 }
 
 /// A record; `about`: what it is about, when not its decisions' most specific target.
-fn build_about(
+fn build(
     write: &WriteContext,
     at_ms: i64,
     authenticated: bool,

@@ -447,12 +447,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // governance.strict: what is stored already must keep it too (what is made later is checked
     // as it is made).
     if config.governance.strict {
-        let mut broken = Vec::new();
-        for warehouse in store.list_warehouses(None).await? {
-            if let Some(why) = catalog.segregation_refusal(&warehouse.name, &warehouse.storage_profile).await? {
-                broken.push(format!("warehouse {}: {why}", warehouse.name));
-            }
-        }
+        let warehouses = store.list_warehouses(None).await?;
+        let broken: Vec<String> = warehouses
+            .iter()
+            .filter_map(|w| {
+                icegate_catalog::storage::segregation_problem(&w.name, &w.storage_profile, &warehouses)
+                    .map(|why| format!("warehouse {}: {why}", w.name))
+            })
+            .collect();
         if !broken.is_empty() {
             anyhow::bail!(
                 "governance.strict refuses to start: {} (change those storage profiles, or turn governance.strict off)",

@@ -136,13 +136,11 @@ pub async fn get_token(
                 .into_response();
             crate::audit::record_token(&state, request_id, Ok((principal, event)), response).await
         }
-        Err(TokenError::InvalidClient) => {
+        Err(TokenError::InvalidClient { known_client }) => {
             let response = oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "invalid client credentials");
             // A client id no principal has may be a secret sent in its place: recorded by its
             // digest only.
-            let known =
-                matches!(state.security.authenticator.access().principal_by_client_id(&client_id).await, Ok(Some(_)));
-            let presented = if known { presented } else { format!("unknown:{}", digest(&client_id)) };
+            let presented = if known_client { presented } else { format!("unknown:{}", digest(&client_id)) };
             let refused = Err((presented, "invalid client credentials".to_owned()));
             crate::audit::record_token(&state, request_id, refused, response).await
         }
