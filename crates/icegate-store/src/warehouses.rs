@@ -221,7 +221,7 @@ impl WarehouseStore for SqlStore {
         lock_roots(self, &mut tx).await?;
         check_root_free(&mut tx, name, root).await?;
         // ON CONFLICT DO NOTHING: replicas starting at once each try, exactly one row results.
-        sqlx::query(
+        let inserted = sqlx::query(
             "INSERT INTO warehouses (id, name, storage_root, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO NOTHING",
         )
@@ -232,7 +232,14 @@ impl WarehouseStore for SqlStore {
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
-        self.commit_write(tx, write).await?;
+        if inserted.rows_affected() == 0 {
+            // Another replica made it first: nothing changed here, nothing to record.
+            tx.rollback().await.map_err(db_error)?;
+        } else {
+            let change =
+                serde_json::json!({ "warehouse": name.as_str(), "storage-root": root.as_str(), "created": true });
+            self.commit_write(tx, &write.changing(change)).await?;
+        }
         self.warehouse_by_name(name).await?.ok_or_else(|| CatalogError::no_such_warehouse(name))
     }
 
