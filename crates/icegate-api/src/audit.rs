@@ -16,6 +16,10 @@ use icegate_catalog::idempotency::WriteContext;
 use sha2::{Digest, Sha256};
 
 use crate::AppState;
+
+/// Reads recorded whatever a warehouse's `audit.record-reads` says.
+const ALWAYS_RECORDED: [&str; 5] =
+    ["searchAudit", "effectiveAccess", "listAccessReviews", "getAccessReview", "diffAccessReviews"];
 use crate::error::ApiError;
 
 /// The longest request id a record keeps (a client may send any `x-request-id`; the records of
@@ -60,12 +64,12 @@ pub(crate) async fn record_request(
         return response; // a change, recorded in its own transaction
     }
     let answered = answered(ctx, status);
-    // A search of the trail is recorded whatever the warehouse's setting: reading the trail is
-    // what auditors answer for.
+    // A search of the trail, and a review of who can do what, is recorded whatever the
+    // warehouse's setting: reading them is what auditors and reviewers answer for.
     let read = (method == Method::GET || method == Method::HEAD)
         && answered != Answered::Refused
         && !handed_out
-        && ctx.operation() != Some("searchAudit");
+        && !ctx.operation().is_some_and(|op| ALWAYS_RECORDED.contains(&op));
     let audit = state.catalog.audit();
     if read && !audit.records_reads(ctx).await {
         return response;

@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{access, audit, config, namespaces, oauth, ops, tables, views, warehouses};
+use crate::routes::{access, audit, config, namespaces, oauth, ops, reviews, tables, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -40,6 +40,7 @@ struct IcebergRestDoc;
         (name = "Warehouses", description = "Storage roots that hold namespaces, tables and views"),
         (name = "Access control", description = "Principals, roles and grants"),
         (name = "Audit", description = "The audit trail: who did what, and what was handed out"),
+        (name = "Access reviews", description = "Who can do what, and campaigns that attest or revoke it"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -161,6 +162,12 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(access::grant, access::revoke, access::list_grants))
         .routes(routes!(access::grants_on))
         .routes(routes!(access::whoami))
+        .routes(routes!(reviews::effective_access))
+        .routes(routes!(reviews::create_review, reviews::list_reviews))
+        .routes(routes!(reviews::get_review))
+        .routes(routes!(reviews::decide_review))
+        .routes(routes!(reviews::close_review))
+        .routes(routes!(reviews::diff_reviews))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn admin_grants_everything_but_audit_write_grants_read_and_all_grant_describe() {
         for p in Privilege::ALL {
-            assert_eq!(Privilege::Admin.grants(p), p != Privilege::Audit, "{p}");
+            assert_eq!(Privilege::Admin.grants(p), !matches!(p, Privilege::Audit | Privilege::Review), "{p}");
             assert!(p.grants(Privilege::Describe));
             assert!(p.grants(p));
         }
@@ -380,6 +380,48 @@ pub trait AccessStore: Send + Sync + 'static {
 
     /// What `principal_id` holds on `target` at `now_ms`, in one round trip.
     async fn holdings(&self, principal_id: &PrincipalId, target: &Target, now_ms: i64) -> crate::Result<Holdings>;
+
+    /// The grant with this id, its securable named as it is now.
+    async fn grant_by_id(&self, id: &str) -> crate::Result<Option<GrantRecord>>;
+    /// Stores when grants last served principals (a later time than the stored one wins; uses
+    /// of grants or principals deleted since are dropped).
+    async fn record_grant_use(&self, uses: &[crate::reviews::GrantUse]) -> crate::Result<()>;
+    /// Every principal holding a grant in force at `now_ms` that applies to `scope` (on it, a
+    /// container of it, or anything inside it), one line per principal, grant and membership;
+    /// `relation` is left for the caller to set.
+    async fn effective_access(
+        &self,
+        scope: &SecurableRef,
+        now_ms: i64,
+    ) -> crate::Result<Vec<crate::reviews::AccessLine>>;
+    /// Stores a campaign and its lines, recorded as a change.
+    async fn create_review(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        review: &crate::reviews::NewReview,
+    ) -> crate::Result<()>;
+    async fn review(&self, id: &str) -> crate::Result<Option<crate::reviews::ReviewRecord>>;
+    /// Every campaign, newest first.
+    async fn reviews(&self) -> crate::Result<Vec<crate::reviews::ReviewRecord>>;
+    async fn review_lines(&self, id: &str) -> crate::Result<Vec<crate::reviews::ReviewLine>>;
+    /// Records a decision on a line not decided yet (else a conflict) of an open campaign, and
+    /// applies a revocation in the same transaction; `by`: who decided, when, and why.
+    async fn decide_review_line(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        id: &str,
+        line: &crate::reviews::ReviewLine,
+        decision: crate::reviews::ReviewDecision,
+        by: (String, i64, Option<String>),
+    ) -> crate::Result<crate::reviews::Revoked>;
+    /// Closes an open campaign (else a conflict), recording its outcome.
+    async fn close_review(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        id: &str,
+        by: &str,
+        at_ms: i64,
+    ) -> crate::Result<()>;
 }
 
 /// Authorization decisions: one store round trip each, or none when a fresh answer for the same
@@ -398,6 +440,8 @@ pub struct Authorizer {
     /// The current secret version of principals found to exist (same TTL and invalidation as
     /// holdings).
     active: Option<TtlCache<PrincipalId, SecretState>>,
+    /// When each grant last allowed a request of each principal, since the last flush.
+    usage: crate::reviews::UsageLog,
 }
 
 /// Holdings (and principals) kept at most.
@@ -405,7 +449,7 @@ const MAX_CACHED_HOLDINGS: usize = 100_000;
 
 impl Authorizer {
     pub fn new(access: std::sync::Arc<dyn AccessStore>) -> Self {
-        Self { access, cache: None, active: None, clock: crate::clock::system() }
+        Self { access, cache: None, active: None, clock: crate::clock::system(), usage: Default::default() }
     }
 
     /// The authorizer on another clock (tests).
@@ -420,6 +464,49 @@ impl Authorizer {
         self.cache = cached.then(|| TtlCache::new(MAX_CACHED_HOLDINGS, Some(ttl)));
         self.active = cached.then(|| TtlCache::new(MAX_CACHED_HOLDINGS, Some(ttl)));
         self
+    }
+
+    /// Notes that `grant` allowed a request of `principal` now (in memory: see
+    /// [`flush_usage`](Self::flush_usage)).
+    pub fn note_use(&self, grant: &str, principal: &PrincipalId) {
+        self.usage.note(grant, principal, self.clock.now_ms());
+    }
+
+    /// Writes the uses noted since the last flush (what cannot be written is kept for the next).
+    pub async fn flush_usage(&self) -> Result<(), CatalogError> {
+        let uses = self.usage.take();
+        if uses.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.access.record_grant_use(&uses).await {
+            self.usage.restore(uses);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Flushes the uses noted every `every` until `stop` turns true (then once more).
+    pub fn spawn_usage_flush(
+        self: &std::sync::Arc<Self>,
+        every: std::time::Duration,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let last = tokio::select! {
+                    () = tokio::time::sleep(every) => false,
+                    // Told to stop, or the sender is gone: flush once more and end.
+                    changed = stop.changed() => changed.is_err() || *stop.borrow(),
+                };
+                if let Err(e) = this.flush_usage().await {
+                    tracing::warn!(error = %e, "writing when grants were last used failed; kept for the next try");
+                }
+                if last {
+                    return;
+                }
+            }
+        })
     }
 
     /// Forgets every cached decision (after any change to principals, roles or grants).

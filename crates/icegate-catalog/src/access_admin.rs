@@ -41,8 +41,8 @@ pub const MAX_GRANTS_PAGE: usize = 1000;
 
 #[derive(Clone)]
 pub struct AccessAdmin {
-    access: Arc<dyn AccessStore>,
-    catalog: Catalog,
+    pub(crate) access: Arc<dyn AccessStore>,
+    pub(crate) catalog: Catalog,
 }
 
 fn no_such(what: &str, name: &str) -> CatalogError {
@@ -53,7 +53,7 @@ fn no_such(what: &str, name: &str) -> CatalogError {
 }
 
 /// What a securable the caller may not see is answered with.
-fn missing(securable: &SecurableRef) -> CatalogError {
+pub(crate) fn missing(securable: &SecurableRef) -> CatalogError {
     let namespace = securable.namespace.as_ref().map(ToString::to_string).unwrap_or_default();
     let name = securable.name.clone().unwrap_or_default();
     match securable.kind {
@@ -244,7 +244,7 @@ impl AccessAdmin {
 
     /// The target a securable names, for deciding on it (a warehouse that does not exist is
     /// answered as one the caller may not see).
-    async fn securable_target(&self, securable: &SecurableRef) -> Result<Target> {
+    pub(crate) async fn securable_target(&self, securable: &SecurableRef) -> Result<Target> {
         let Some(warehouse) = &securable.warehouse else { return Ok(Target::Server) };
         let warehouse_id = self.catalog.warehouse_id_of(warehouse).await?.ok_or_else(|| missing(securable))?;
         Ok(match (&securable.namespace, &securable.name) {
@@ -277,25 +277,44 @@ impl AccessAdmin {
 
     /// `manage_grants` on the securable and `privilege` itself there. Returns when the
     /// grantor's own privileges there expire (`None`: never, or unrestricted), and the id of the
-    /// table or view decided about. `audit` is granted and revoked by server admins only, on the
-    /// server or a warehouse: who reads the trail is not decided by those it watches.
+    /// table or view decided about. `audit` (on the server or a warehouse) and `review` are
+    /// granted and revoked by server admins only: who reads the trail or reviews access is not
+    /// decided by those it watches.
     async fn authorize_grant(
         &self,
         ctx: &RequestContext,
         securable: &SecurableRef,
         privilege: Privilege,
     ) -> Result<(Option<i64>, Option<crate::ids::TabularId>)> {
-        if privilege == Privilege::Audit {
-            if !matches!(securable.kind, crate::access::SecurableType::Server | crate::access::SecurableType::Warehouse)
+        if matches!(privilege, Privilege::Audit | Privilege::Review) {
+            if privilege == Privilege::Audit
+                && !matches!(
+                    securable.kind,
+                    crate::access::SecurableType::Server | crate::access::SecurableType::Warehouse
+                )
             {
                 return Err(CatalogError::bad_request("audit is granted on the server or on a warehouse"));
             }
             let target = self.securable_target(securable).await?;
-            ctx.require(&target, Privilege::Describe, || missing(securable)).await?;
+            let allowed = ctx.require(&target, Privilege::Describe, || missing(securable)).await?;
             if !ctx.is_server_admin().await? {
-                return Err(CatalogError::Forbidden("granting or revoking audit requires admin on the server".into()));
+                return Err(CatalogError::Forbidden(format!(
+                    "granting or revoking {privilege} requires admin on the server"
+                )));
             }
-            return Ok((None, None));
+            let object = match &target {
+                Target::Tabular { warehouse_id, namespace, name, kind } => {
+                    let mut decided = [(Privilege::Describe, allowed)];
+                    Some(
+                        self.catalog
+                            .confirmed_head(ctx, warehouse_id, (namespace, name), *kind, &mut decided)
+                            .await?
+                            .id,
+                    )
+                }
+                _ => None,
+            };
+            return Ok((None, object));
         }
         let (allowed, object) = self.authorize_managing(ctx, securable).await?;
         let held = allowed.holdings();

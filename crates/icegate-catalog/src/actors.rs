@@ -34,10 +34,13 @@ pub enum Privilege {
     Admin,
     /// Reading the audit trail: on the server every record, on a warehouse its records.
     Audit,
+    /// Reviewing access: reading who can do what on the securable (and inside it) and deciding
+    /// the lines of review campaigns about it.
+    Review,
 }
 
 impl Privilege {
-    pub const ALL: [Privilege; 8] = [
+    pub const ALL: [Privilege; 9] = [
         Privilege::Describe,
         Privilege::Read,
         Privilege::Write,
@@ -46,6 +49,7 @@ impl Privilege {
         Privilege::ManageGrants,
         Privilege::Admin,
         Privilege::Audit,
+        Privilege::Review,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -58,6 +62,7 @@ impl Privilege {
             Self::ManageGrants => "manage_grants",
             Self::Admin => "admin",
             Self::Audit => "audit",
+            Self::Review => "review",
         }
     }
 
@@ -68,13 +73,13 @@ impl Privilege {
             .ok_or_else(|| CatalogError::bad_request(format!("unknown privilege {value:?}")))
     }
 
-    /// Whether holding `self` grants `wanted`: `admin` grants everything but `audit` (those who
-    /// administer a warehouse do not also read its trail: segregation of duties; server admins
-    /// read it by a rule of their own), `write` grants `read`, and every privilege grants
-    /// `describe`.
+    /// Whether holding `self` grants `wanted`: `admin` grants everything but `audit` and
+    /// `review` (those who administer a warehouse neither read its trail nor review its access:
+    /// segregation of duties; server admins do both by a rule of their own), `write` grants
+    /// `read`, and every privilege grants `describe`.
     pub fn grants(self, wanted: Privilege) -> bool {
         self == wanted
-            || (self == Privilege::Admin && wanted != Privilege::Audit)
+            || (self == Privilege::Admin && !matches!(wanted, Privilege::Audit | Privilege::Review))
             || wanted == Privilege::Describe
             || (self == Privilege::Write && wanted == Privilege::Read)
     }

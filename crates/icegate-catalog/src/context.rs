@@ -303,6 +303,9 @@ impl RequestContext {
             Outcome::Granted { by } => holdings.grant_of(by),
             _ => None,
         };
+        if let Some(grant) = grant {
+            authorizer.note_use(&grant.id, id);
+        }
         self.decided_by(target, privilege, outcome, grant);
         Ok((outcome, Allowed { privilege, principal: Some(id.clone()), holdings: Some(holdings) }))
     }
@@ -367,6 +370,16 @@ impl RequestContext {
     /// Whether the caller holds admin on the server (without failing).
     pub async fn is_server_admin(&self) -> Result<bool> {
         Ok(self.holds(&Target::Server, Privilege::Admin).await?.is_some())
+    }
+
+    /// Writes when grants last served principals, as this replica noted it (for a report that
+    /// must be current; a failure leaves it to the periodic flush).
+    pub async fn flush_grant_use(&self) {
+        if let Some(authorizer) = &self.authorizer
+            && let Err(e) = authorizer.flush_usage().await
+        {
+            tracing::warn!(error = %e, "writing when grants were last used failed");
+        }
     }
 
     /// Who may do what changed (principals, roles, memberships, grants), or which object a name

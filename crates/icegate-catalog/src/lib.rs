@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod metadata_cache;
 pub mod namespaces;
 pub mod pagination;
+pub mod reviews;
 pub mod schema_cost;
 pub mod service;
 pub mod storage;

@@ -482,6 +482,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         })
         .await
         .context("writing the start-up's audit record")?;
+    // When grants were last used (access reviews): noted in memory, written every 30 s and at
+    // shutdown.
+    let (stop_usage, usage_stop) = tokio::sync::watch::channel(false);
+    let usage_flush = security.authorizer.spawn_usage_flush(std::time::Duration::from_secs(30), usage_stop);
     let app = icegate_api::app(
         catalog,
         security,
@@ -530,6 +534,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     server::serve(listener, app, config.server.header_read_timeout, shutdown, config.server.shutdown_timeout).await;
     // Running jobs stop at their next step; a task cut short is resumed by the next worker.
     let _ = stop_workers.send(true);
+    let _ = stop_usage.send(true);
+    if tokio::time::timeout(config.server.shutdown_timeout, usage_flush).await.is_err() {
+        tracing::warn!("when grants were last used was not written in time");
+    }
     if tokio::time::timeout(config.server.shutdown_timeout, workers).await.is_err() {
         tracing::warn!("background jobs did not stop in time");
     }

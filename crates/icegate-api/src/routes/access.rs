@@ -94,7 +94,7 @@ pub enum NamespaceParam {
 }
 
 impl NamespaceParam {
-    fn levels(self) -> Vec<String> {
+    pub(crate) fn levels(self) -> Vec<String> {
         match self {
             Self::Levels(levels) => levels,
             Self::Joined(joined) => split_namespace(&joined),
@@ -155,7 +155,8 @@ impl Securable {
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct GrantRequest {
     pub role: String,
-    /// describe, read, write, create, drop, manage_grants or admin.
+    /// describe, read, write, create, drop, manage_grants, admin, audit (server admins grant it,
+    /// on the server or a warehouse) or review (server admins grant it).
     pub privilege: String,
     pub securable: Securable,
     /// When the grant stops applying, milliseconds since the Unix epoch.

@@ -10,6 +10,7 @@ pub mod config;
 pub mod namespaces;
 pub mod oauth;
 pub mod ops;
+pub mod reviews;
 pub mod tables;
 pub mod views;
 pub mod warehouses;

@@ -17,6 +17,7 @@ use crate::{SqlStore, db_error, taken_or_failed};
 
 mod guard;
 mod resolve;
+mod reviews;
 pub(crate) mod visible;
 
 use guard::SERVER_ADMINS;
@@ -752,6 +753,53 @@ impl AccessStore for SqlStore {
             }
         }
         Ok(holdings)
+    }
+
+    async fn grant_by_id(&self, id: &str) -> Result<Option<GrantRecord>> {
+        self.find_grant(id).await
+    }
+
+    async fn record_grant_use(&self, uses: &[icegate_catalog::reviews::GrantUse]) -> Result<()> {
+        self.store_grant_use(uses).await
+    }
+
+    async fn effective_access(
+        &self,
+        scope: &SecurableRef,
+        now_ms: i64,
+    ) -> Result<Vec<icegate_catalog::reviews::AccessLine>> {
+        self.effective_lines(scope, now_ms).await
+    }
+
+    async fn create_review(&self, write: &WriteContext, review: &icegate_catalog::reviews::NewReview) -> Result<()> {
+        self.insert_review(write, review).await
+    }
+
+    async fn review(&self, id: &str) -> Result<Option<icegate_catalog::reviews::ReviewRecord>> {
+        self.read_review(id).await
+    }
+
+    async fn reviews(&self) -> Result<Vec<icegate_catalog::reviews::ReviewRecord>> {
+        self.read_reviews().await
+    }
+
+    async fn review_lines(&self, id: &str) -> Result<Vec<icegate_catalog::reviews::ReviewLine>> {
+        self.read_review_lines(id).await
+    }
+
+    async fn decide_review_line(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        line: &icegate_catalog::reviews::ReviewLine,
+        decision: icegate_catalog::reviews::ReviewDecision,
+        by: (String, i64, Option<String>),
+    ) -> Result<icegate_catalog::reviews::Revoked> {
+        self.decide_line(write, id, line, decision, by).await
+    }
+
+    async fn close_review(&self, write: &WriteContext, id: &str, by: &str, at_ms: i64) -> Result<()> {
+        self.close_campaign(write, id, by, at_ms).await
     }
 }
 
