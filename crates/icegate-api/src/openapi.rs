@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{access, audit, config, namespaces, oauth, ops, reviews, tables, views, warehouses};
+use crate::routes::{access, audit, config, holds, namespaces, oauth, ops, reviews, tables, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -41,6 +41,7 @@ struct IcebergRestDoc;
         (name = "Access control", description = "Principals, roles and grants"),
         (name = "Audit", description = "The audit trail: who did what, and what was handed out"),
         (name = "Access reviews", description = "Who can do what, and campaigns that attest or revoke it"),
+        (name = "Legal holds", description = "What may not be dropped, purged or moved while a hold stands"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -168,6 +169,8 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(reviews::decide_review))
         .routes(routes!(reviews::close_review))
         .routes(routes!(reviews::diff_reviews))
+        .routes(routes!(holds::place_hold, holds::list_holds))
+        .routes(routes!(holds::lift_hold))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

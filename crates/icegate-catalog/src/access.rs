@@ -414,6 +414,27 @@ pub trait AccessStore: Send + Sync + 'static {
         decision: crate::reviews::ReviewDecision,
         by: (String, i64, Option<String>),
     ) -> crate::Result<crate::reviews::Revoked>;
+    /// Places a legal hold on `securable` (recorded).
+    async fn place_hold(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        securable: &SecurableRef,
+        reason: &str,
+        placed_by: &str,
+    ) -> crate::Result<crate::holds::HoldRecord>;
+    async fn hold(&self, id: &str) -> crate::Result<Option<crate::holds::HoldRecord>>;
+    /// The holds in `warehouse` (`None`: every hold), oldest first.
+    async fn holds(&self, warehouse: Option<&str>) -> crate::Result<Vec<crate::holds::HoldRecord>>;
+    /// Records who asks for a hold to be lifted, unless someone did (then `false`).
+    async fn ask_hold_lift(&self, write: &crate::idempotency::WriteContext, id: &str, by: &str) -> crate::Result<bool>;
+    /// Lifts a hold (with `approving`: only if that one asked for it); `false` if it did not.
+    async fn lift_hold(
+        &self,
+        write: &crate::idempotency::WriteContext,
+        id: &str,
+        approving: Option<&str>,
+    ) -> crate::Result<bool>;
+
     /// Closes an open campaign (else a conflict), recording its outcome.
     async fn close_review(
         &self,

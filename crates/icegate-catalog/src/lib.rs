@@ -23,6 +23,7 @@ pub mod context;
 pub mod detach;
 pub mod error;
 pub mod files;
+pub mod holds;
 pub mod idempotency;
 pub mod ident;
 pub mod ids;

@@ -110,6 +110,8 @@ pub struct Catalog {
     clock: crate::clock::SharedClock,
     /// `governance.strict`: no `static` vending, no storage identity shared by two warehouses.
     strict: bool,
+    /// `governance.hold.two_person`: lifting a legal hold needs a second admin.
+    two_person_holds: bool,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -160,6 +162,7 @@ impl Catalog {
             namespace_separator: UNIT_SEPARATOR,
             clock: crate::clock::system(),
             strict: false,
+            two_person_holds: false,
         }
     }
 
@@ -171,6 +174,17 @@ impl Catalog {
 
     pub fn clock(&self) -> &crate::clock::SharedClock {
         &self.clock
+    }
+
+    /// `governance.hold.two_person`: a legal hold is lifted by a second admin approving the
+    /// first one's request.
+    pub fn with_two_person_holds(mut self, two_person: bool) -> Self {
+        self.two_person_holds = two_person;
+        self
+    }
+
+    pub fn two_person_holds(&self) -> bool {
+        self.two_person_holds
     }
 
     /// `governance.strict`: storage profiles with `static` vending, or with a role ARN or

@@ -14,6 +14,7 @@ pub mod audit;
 mod database;
 mod group_commit;
 mod heads;
+mod holds;
 mod idempotency;
 mod locations;
 mod namespaces;

@@ -216,6 +216,9 @@ impl NamespaceStore for SqlStore {
         // Under the warehouse's lock, which staging takes too: a reservation made while the
         // namespace is being dropped would otherwise be deleted below without becoming a lease.
         crate::locations::lock_warehouse(self, &mut tx, warehouse_id).await?;
+        if let Some(held) = crate::holds::covering(&mut *tx, warehouse_id.as_str(), Some(namespace), None).await? {
+            return Err(held);
+        }
         // Staged creates in it hold reservations: an unexpired one becomes a lease of the
         // warehouse (as a dropped table's locations do), so its location stays out of reach of
         // every table, view and namespace until the credentials vended for it expire, and no

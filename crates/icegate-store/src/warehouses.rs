@@ -280,6 +280,17 @@ impl WarehouseStore for SqlStore {
 
     async fn delete_warehouse(&self, write: &WriteContext, name: &WarehouseName) -> Result<(), CatalogError> {
         let mut tx = self.begin_write().await?;
+        let id = sqlx::query("SELECT id FROM warehouses WHERE name = $1")
+            .bind(name.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        if let Some(row) = id {
+            let id: String = row.try_get("id").map_err(db_error)?;
+            if let Some(held) = crate::holds::covering(&mut *tx, &id, None, None).await? {
+                return Err(held);
+            }
+        }
         // The namespaces foreign key refuses the delete while any namespace remains, atomically.
         match sqlx::query("DELETE FROM warehouses WHERE name = $1").bind(name.as_str()).execute(&mut *tx).await {
             Ok(done) if done.rows_affected() == 0 => return Err(CatalogError::no_such_warehouse(name)),

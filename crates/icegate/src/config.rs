@@ -35,6 +35,16 @@ pub struct GovernanceConfig {
     /// storage identity (an STS role or a static access key): at start-up (naming what breaks
     /// it) and for every storage profile made afterwards.
     pub strict: bool,
+    pub hold: HoldConfig,
+}
+
+/// Legal holds (docs/governance.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HoldConfig {
+    /// Lifting a legal hold takes two different admins: one asks (`DELETE` answers 202), a
+    /// second approves (`DELETE` again: 204).
+    pub two_person: bool,
 }
 
 /// Object storage settings that only the operator may choose.

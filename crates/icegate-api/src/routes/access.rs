@@ -127,7 +127,7 @@ pub struct Securable {
 }
 
 impl Securable {
-    fn parse(&self) -> Result<SecurableRef, ApiError> {
+    pub(crate) fn parse(&self) -> Result<SecurableRef, ApiError> {
         let namespace = self.namespace.clone().map(NamespaceParam::levels).map(NamespaceIdent::from_levels).transpose();
         let namespace = namespace.map_err(|e| ApiError::bad_request(format!("securable.namespace: {e}")))?;
         let securable = SecurableRef {
@@ -141,7 +141,7 @@ impl Securable {
         Ok(securable)
     }
 
-    fn from(securable: &SecurableRef) -> Self {
+    pub(crate) fn from(securable: &SecurableRef) -> Self {
         Self {
             kind: securable.kind.as_str().to_owned(),
             warehouse: securable.warehouse.clone(),

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod audit;
 pub mod config;
+pub mod holds;
 pub mod namespaces;
 pub mod oauth;
 pub mod ops;

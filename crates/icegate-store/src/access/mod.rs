@@ -798,6 +798,32 @@ impl AccessStore for SqlStore {
         self.decide_line(write, id, line, decision, by).await
     }
 
+    async fn place_hold(
+        &self,
+        write: &WriteContext,
+        securable: &SecurableRef,
+        reason: &str,
+        placed_by: &str,
+    ) -> Result<icegate_catalog::holds::HoldRecord> {
+        self.insert_hold(write, securable, reason, placed_by).await
+    }
+
+    async fn hold(&self, id: &str) -> Result<Option<icegate_catalog::holds::HoldRecord>> {
+        self.read_hold(id).await
+    }
+
+    async fn holds(&self, warehouse: Option<&str>) -> Result<Vec<icegate_catalog::holds::HoldRecord>> {
+        self.read_holds(warehouse).await
+    }
+
+    async fn ask_hold_lift(&self, write: &WriteContext, id: &str, by: &str) -> Result<bool> {
+        self.ask_lift(write, id, by).await
+    }
+
+    async fn lift_hold(&self, write: &WriteContext, id: &str, approving: Option<&str>) -> Result<bool> {
+        self.remove_hold(write, id, approving).await
+    }
+
     async fn close_review(&self, write: &WriteContext, id: &str, by: &str, at_ms: i64) -> Result<()> {
         self.close_campaign(write, id, by, at_ms).await
     }

@@ -9,16 +9,16 @@ use super::not_found;
 use crate::{SqlStore, db_error};
 
 /// The ids a securable names, resolved inside one statement's view of the catalog.
-pub(super) struct Resolved {
-    pub(super) warehouse_id: Option<String>,
-    pub(super) namespace_id: Option<String>,
-    pub(super) tabular_id: Option<String>,
+pub(crate) struct Resolved {
+    pub(crate) warehouse_id: Option<String>,
+    pub(crate) namespace_id: Option<String>,
+    pub(crate) tabular_id: Option<String>,
 }
 
 impl SqlStore {
     /// The ids `securable` names; for a table or view, `object` (its id, decided about) when
     /// given, checked to be one of that warehouse and kind, instead of its name.
-    pub(super) async fn resolve(&self, securable: &SecurableRef, object: Option<&str>) -> Result<Resolved> {
+    pub(crate) async fn resolve(&self, securable: &SecurableRef, object: Option<&str>) -> Result<Resolved> {
         securable.validate()?;
         let mut resolved = Resolved { warehouse_id: None, namespace_id: None, tabular_id: None };
         let Some(warehouse) = &securable.warehouse else { return Ok(resolved) };

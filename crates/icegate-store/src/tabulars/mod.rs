@@ -272,6 +272,9 @@ async fn drop(
     if expected_id.is_some_and(|expected| expected != id) {
         return Ok(None);
     }
+    if let Some(held) = crate::holds::covering(&mut *tx, warehouse_id, Some(namespace), Some(&id)).await? {
+        return Err(held);
+    }
     let extra: Vec<String> =
         sqlx::query("SELECT location FROM tabular_locations WHERE tabular_id = $1 ORDER BY location")
             .bind(&id)
@@ -349,6 +352,12 @@ async fn rename(
     let id: String = source.try_get("id").map_err(db_error)?;
     if expected_id.is_some_and(|expected| expected != id) {
         return Err(not_found(from.0, from.1));
+    }
+    // Out of its namespace: not while a legal hold covers it.
+    if from.0 != to.0
+        && let Some(held) = crate::holds::covering(&mut *tx, warehouse_id, Some(from.0), Some(&id)).await?
+    {
+        return Err(held);
     }
     let target_namespace =
         id_of(&mut *tx, warehouse_id, to.0).await?.ok_or_else(|| CatalogError::no_such_namespace(to.0))?;
