@@ -39,7 +39,14 @@ class Moto:
         self.endpoint = f"http://127.0.0.1:{port}"
         self.clock_file = workdir / "moto-clock-offset"
         self.clock_file.write_text("0")
+        self.sts_log = workdir / "sts-calls.jsonl"
         self.icegate_keys: tuple[str, str] = ("", "")
+
+    def sts_call_for(self, access_key_id: str) -> dict:
+        """What the AssumeRole call that minted `access_key_id` asked for (see moto_enforcing)."""
+        calls = [json.loads(line) for line in self.sts_log.read_text().splitlines()]
+        (call,) = [c for c in calls if c["access-key-id"] == access_key_id]
+        return call
 
     def client(self, service: str, key_id: str, secret: str, token: str | None = None):
         return boto3.client(
@@ -63,6 +70,7 @@ def start_moto(workdir: Path) -> tuple[subprocess.Popen, Moto]:
         **os.environ,
         "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_REQUESTS),
         "MOTO_CLOCK_OFFSET_FILE": str(workdir / "moto-clock-offset"),
+        "MOTO_STS_LOG": str(workdir / "sts-calls.jsonl"),
     }
     log = open(workdir / "moto.log", "w")
     process = subprocess.Popen(

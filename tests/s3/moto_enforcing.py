@@ -15,12 +15,16 @@ store under test:
   operator or a missing key does not match (moto would otherwise ignore the condition);
 - credentials past their expiry are refused with `ExpiredToken`. The clock can be moved forward
   by writing a number of seconds to the file named by MOTO_CLOCK_OFFSET_FILE (the tests use it to
-  let credentials expire without waiting an hour).
+  let credentials expire without waiting an hour);
+- moto ignores an AssumeRole's session tags and source identity: each call's session name,
+  source identity and tags are written as a JSON line to the file named by MOTO_STS_LOG, with the
+  access key id it returned, for the tests to read what STS was asked for.
 
 Usage: python moto_enforcing.py PORT   (INITIAL_NO_AUTH_ACTION_COUNT in the environment)
 """
 
 import datetime
+import json
 import os
 import re
 import sys
@@ -139,6 +143,35 @@ def _check(self, resource):
 
 
 ac.IAMRequestBase.check_action_permitted = _check
+
+
+from moto.sts import responses as sts_responses
+
+_original_assume_role = sts_responses.TokenResponse.assume_role
+
+
+def _assume_role(self):
+    result = _original_assume_role(self)
+    path = os.environ.get("MOTO_STS_LOG")
+    if path:
+        query = self.querystring
+        tags = {}
+        for key, values in query.items():
+            member = re.fullmatch(r"Tags\.member\.(\d+)\.Key", key)
+            if member:
+                tags[values[0]] = query.get(f"Tags.member.{member.group(1)}.Value", [""])[0]
+        line = {
+            "session-name": self._get_param("RoleSessionName"),
+            "source-identity": self._get_param("SourceIdentity"),
+            "tags": tags,
+            "access-key-id": result.result["Credentials"].access_key_id,
+        }
+        with open(path, "a") as log:
+            log.write(json.dumps(line) + "\n")
+    return result
+
+
+sts_responses.TokenResponse.assume_role = _assume_role
 
 
 if __name__ == "__main__":

@@ -168,3 +168,43 @@ def test_a_warehouse_caps_the_lifetime_of_vended_credentials(lake, moto):
     finally:
         status, body = call(server, token, "PUT", settings, {})
         assert status == 200 and body["settings"] == {"audit.record-reads": True}, body
+
+
+def test_sts_sessions_name_the_principal_for_the_stores_own_logs(lake, moto):
+    server, token, prefix = lake
+    alice = principal_with(server, token, "alice-analyst", "read", "a")
+    bob = principal_with(server, token, "bob-analyst", "read", "a")
+    keys = {}
+    for name, who in (("alice-analyst", alice), ("bob-analyst", bob)):
+        status, loaded = vend(server, who, prefix)
+        assert status == 200, loaded
+        config = loaded["storage-credentials"][0]["config"]
+        keys[name] = config["s3.access-key-id"]
+        # The session name carries the principal: what CloudTrail's userIdentity.arn ends with,
+        # and what STS says of the credentials (GetCallerIdentity with them).
+        call_made = moto.sts_call_for(keys[name])
+        assert call_made["session-name"].startswith(f"icegate-r-{name}-"), call_made
+        assert call_made["source-identity"] is None and call_made["tags"] == {}
+        sts = moto.client("sts", config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+        assert sts.get_caller_identity()["Arn"].endswith("/" + call_made["session-name"])
+    # Each principal gets its own session, never another's cached one.
+    assert keys["alice-analyst"] != keys["bob-analyst"]
+
+    # Tags and source identity, where the role's trust policy allows them (the profile says so).
+    profile = s3_profile(moto)
+    profile["sts"] = {**profile["sts"], "session-tags": True, "source-identity": True}
+    status, body = call(server, token, "PUT", "/management/v1/warehouses/lake/storage-profile", profile)
+    assert status == 200, body
+    assert (body["storage-profile"]["sts-session-tags"], body["storage-profile"]["sts-source-identity"]) == (True, True)
+    try:
+        status, loaded = vend(server, alice, prefix)
+        assert status == 200, loaded
+        call_made = moto.sts_call_for(loaded["storage-credentials"][0]["config"]["s3.access-key-id"])
+        status, principal = call(server, token, "GET", "/management/v1/principals/alice-analyst")
+        assert call_made["source-identity"] == "alice-analyst"
+        assert call_made["tags"] == {
+            "icegate-principal": "alice-analyst", "icegate-principal-id": principal["id"], "icegate-warehouse": "lake"
+        }, call_made
+    finally:
+        status, body = call(server, token, "PUT", "/management/v1/warehouses/lake/storage-profile", s3_profile(moto))
+        assert status == 200, body

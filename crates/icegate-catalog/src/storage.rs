@@ -89,6 +89,16 @@ pub struct StsSettings {
     pub external_id: Option<String>,
     #[serde(default = "default_session_seconds")]
     pub session_duration_seconds: u32,
+    /// Tag each session with the principal it is for (`icegate-principal`,
+    /// `icegate-principal-id`, `icegate-warehouse`): the role's trust policy must allow
+    /// `sts:TagSession`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub session_tags: bool,
+    /// Set each session's source identity to the principal's name: the role's trust policy must
+    /// allow `sts:SetSourceIdentity`; AWS keeps it through role chaining and logs it in
+    /// CloudTrail.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub source_identity: bool,
 }
 
 fn default_session_seconds() -> u32 {
@@ -97,7 +107,14 @@ fn default_session_seconds() -> u32 {
 
 impl Default for StsSettings {
     fn default() -> Self {
-        Self { role_arn: None, endpoint: None, external_id: None, session_duration_seconds: default_session_seconds() }
+        Self {
+            role_arn: None,
+            endpoint: None,
+            external_id: None,
+            session_duration_seconds: default_session_seconds(),
+            session_tags: false,
+            source_identity: false,
+        }
     }
 }
 
@@ -336,6 +353,10 @@ pub struct TableAccessRequest<'a> {
     pub table_path: &'a str,
     /// The catalog's base URL as the client reached it (`http://host:port`).
     pub base_url: &'a str,
+    /// Who the credentials are for: the principal's id and name (`None`: authentication off, or
+    /// the system). STS sessions carry it (session name; tags and source identity as the
+    /// profile says), so the store's own logs name the principal.
+    pub principal: Option<(&'a str, &'a str)>,
 }
 
 /// A request to sign (the spec's `RemoteSignRequest`).

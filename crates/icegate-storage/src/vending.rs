@@ -90,6 +90,9 @@ struct CacheKey {
     max_lifetime_seconds: Option<u32>,
     access: AccessLevel,
     locations: TableLocations,
+    /// The principal the session is for (id, name): its name is in the session's name (and,
+    /// as the profile says, its tags and source identity), so each principal gets its own.
+    principal: Option<(String, String)>,
 }
 
 type Cell = Arc<tokio::sync::OnceCell<Arc<Minted>>>;
@@ -150,7 +153,24 @@ fn location_keys(access: &S3Access, locations: &TableLocations) -> Result<Vec<St
     locations.as_slice().iter().map(|l| access.key_of(l).map(str::to_owned)).collect()
 }
 
-/// A role session name: `icegate-` and a digest of what the session is for (64 chars at most).
+/// Characters STS allows in a session name and a source identity (`[\w+=,.@-]`); others become `_`.
+fn sts_safe(value: &str, max: usize) -> String {
+    value.chars().map(|c| if c.is_ascii_alphanumeric() || "_+=,.@-".contains(c) { c } else { '_' }).take(max).collect()
+}
+
+/// Characters STS allows in a tag value (letters, digits, spaces and `_.:/=+-@`); others become `_`.
+fn tag_safe(value: &str) -> String {
+    value
+        .chars()
+        .map(|c| if c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c) { c } else { '_' })
+        .take(256)
+        .collect()
+}
+
+/// A role session name (64 characters at most): `icegate-`, the level, the principal's name
+/// (up to 32 characters, what the store's logs show: CloudTrail's `userIdentity.arn` ends with
+/// it) and a digest of the warehouse, the locations and the principal's id, which tells
+/// sessions apart.
 fn session_name(key: &CacheKey) -> String {
     let mut hasher = Sha256::new();
     hasher.update(key.warehouse_id.as_bytes());
@@ -158,13 +178,20 @@ fn session_name(key: &CacheKey) -> String {
         hasher.update(location.as_bytes());
         hasher.update([0]);
     }
+    if let Some((id, _)) = &key.principal {
+        hasher.update(id.as_bytes());
+    }
     let digest = hasher.finalize();
-    let hex: String = digest.iter().take(12).map(|b| format!("{b:02x}")).collect();
-    format!("icegate-{}-{hex}", if key.access == AccessLevel::Read { "r" } else { "rw" })
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let level = if key.access == AccessLevel::Read { "r" } else { "rw" };
+    match &key.principal {
+        Some((_, name)) => format!("icegate-{level}-{}-{hex}", sts_safe(name, 32)),
+        None => format!("icegate-{level}-{hex}"),
+    }
 }
 
 impl ObjectStoreIo {
-    async fn assume_role(&self, access: &S3Access, key: &CacheKey) -> Result<Minted> {
+    async fn assume_role(&self, access: &S3Access, key: &CacheKey, warehouse: &str) -> Result<Minted> {
         let role_arn = access
             .profile
             .sts
@@ -192,6 +219,25 @@ impl ObjectStoreIo {
             .duration_seconds(duration as i32);
         if let Some(external_id) = &access.profile.sts.external_id {
             call = call.external_id(external_id);
+        }
+        if let Some((id, name)) = &key.principal {
+            if access.profile.sts.source_identity {
+                call = call.source_identity(sts_safe(name, 64));
+            }
+            if access.profile.sts.session_tags {
+                for (tag, value) in [
+                    ("icegate-principal", name.as_str()),
+                    ("icegate-principal-id", id.as_str()),
+                    ("icegate-warehouse", warehouse),
+                ] {
+                    let tag = aws_sdk_sts::types::Tag::builder()
+                        .key(tag)
+                        .value(tag_safe(value))
+                        .build()
+                        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("an STS session tag: {e}")))?;
+                    call = call.tags(tag);
+                }
+            }
         }
         let result = call.send().await;
         self.vending.metrics.sts_latency.observe(started.elapsed().as_secs_f64());
@@ -280,8 +326,9 @@ impl CredentialVendor for ObjectStoreIo {
                 access: AccessLevel::Read,
                 // A location below the root: a root may be a whole bucket (`s3://lake`).
                 locations: TableLocations::new([format!("{}/.icegate-probe", warehouse.storage_root.as_str())]),
+                principal: None,
             };
-            self.assume_role(&access, &key).await.map_err(|e| {
+            self.assume_role(&access, &key, warehouse.name.as_str()).await.map_err(|e| {
                 let reason = match e {
                     CatalogError::Unavailable(message) => message,
                     other => other.to_string(),
@@ -331,9 +378,12 @@ impl CredentialVendor for ObjectStoreIo {
                         max_lifetime_seconds: warehouse.settings.credentials_max_lifetime_seconds,
                         access: request.access,
                         locations: request.locations.clone(),
+                        principal: request.principal.map(|(id, name)| (id.to_owned(), name.to_owned())),
                     };
-                    let (minted, hit) =
-                        self.vending.get_or_mint(key.clone(), || self.assume_role(&access, &key)).await?;
+                    let (minted, hit) = self
+                        .vending
+                        .get_or_mint(key.clone(), || self.assume_role(&access, &key, warehouse.name.as_str()))
+                        .await?;
                     if hit {
                         self.vending.metrics.cache_hits.inc();
                     }
@@ -441,6 +491,7 @@ mod tests {
             max_lifetime_seconds: None,
             access: AccessLevel::Read,
             locations: TableLocations::new([location.to_owned()]),
+            principal: None,
         }
     }
 
@@ -510,8 +561,19 @@ mod tests {
     }
 
     #[test]
-    fn session_names_fit_aws_limits() {
+    fn session_names_fit_aws_limits_and_name_the_principal() {
+        let allowed =
+            |name: &str| name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "_+=,.@-".contains(c));
         let name = session_name(&key(&format!("s3://b/{}", "x".repeat(500))));
-        assert!(name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@-".contains(c)), "{name}");
+        assert!(allowed(&name), "{name}");
+        let mut for_alice = key("s3://b/t");
+        for_alice.principal = Some(("01id".into(), "alice smith/ü".repeat(9)));
+        let name = session_name(&for_alice);
+        assert!(allowed(&name) && name.starts_with("icegate-r-alice_smith__"), "{name}");
+        // Two principals whose names read alike still get sessions of their own.
+        let mut other = for_alice.clone();
+        other.principal = Some(("02id".into(), "alice smith/ü".repeat(9)));
+        assert_ne!(session_name(&other), name);
+        assert_eq!(tag_safe("a=b/c:d ü%"), "a=b/c:d ü_");
     }
 }

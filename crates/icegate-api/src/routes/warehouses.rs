@@ -114,6 +114,13 @@ pub struct StsInput {
     pub external_id: Option<String>,
     /// 900-43200; default 3600.
     pub session_duration_seconds: Option<u32>,
+    /// Tag each session with the principal it is for (`icegate-principal`,
+    /// `icegate-principal-id`, `icegate-warehouse`); the role's trust policy must allow
+    /// `sts:TagSession`. Default false.
+    pub session_tags: Option<bool>,
+    /// Set each session's source identity to the principal's name; the role's trust policy must
+    /// allow `sts:SetSourceIdentity`. Default false.
+    pub source_identity: Option<bool>,
 }
 
 impl UnsealedProfile for StorageProfileInput {
@@ -142,6 +149,8 @@ impl UnsealedProfile for StorageProfileInput {
                         session_duration_seconds: sts
                             .session_duration_seconds
                             .unwrap_or(defaults.session_duration_seconds),
+                        session_tags: sts.session_tags.unwrap_or(false),
+                        source_identity: sts.source_identity.unwrap_or(false),
                     },
                     vending: s3.vending.unwrap_or_default(),
                     delegate_by_default: s3.delegate_by_default.unwrap_or(true),
@@ -179,6 +188,10 @@ pub struct StorageProfileView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sts_external_id_set: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub sts_session_tags: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sts_source_identity: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub vending: Option<String>,
     /// True for vending mode `static`: clients receive the warehouse's own, unscoped keys.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -210,6 +223,8 @@ impl From<&StorageProfile> for StorageProfileView {
                 sts_endpoint: None,
                 sts_session_duration_seconds: None,
                 sts_external_id_set: None,
+                sts_session_tags: None,
+                sts_source_identity: None,
                 vending: None,
                 vends_unscoped_keys: None,
                 delegate_by_default: None,
@@ -234,6 +249,8 @@ impl From<&StorageProfile> for StorageProfileView {
                 sts_endpoint: s3.sts.endpoint.clone(),
                 sts_session_duration_seconds: Some(s3.sts.session_duration_seconds),
                 sts_external_id_set: Some(s3.sts.external_id.is_some()),
+                sts_session_tags: Some(s3.sts.session_tags),
+                sts_source_identity: Some(s3.sts.source_identity),
                 vending: Some(s3.vending.as_str().into()),
                 vends_unscoped_keys: Some(s3.vending == VendingMode::Static),
                 delegate_by_default: Some(s3.delegate_by_default),

@@ -92,6 +92,10 @@ impl Tables<'_> {
             delegation: request.delegation,
             table_path: &table_path,
             base_url: &base_url,
+            principal: match ctx.caller() {
+                crate::actors::Caller::Principal { id, name, .. } => Some((id.as_str(), name.as_str())),
+                _ => None,
+            },
         };
         let storage = vendor.table_access(&access).await?;
         for (prefix, config) in &storage.credentials {
