@@ -114,6 +114,45 @@ pub trait AuditStore: Send + Sync {
     async fn record(&self, request: RequestRecord) -> Result<()>;
     /// Up to `limit` records matching `filter`, by sequence number.
     async fn audit_records(&self, filter: &AuditFilter, limit: u32) -> Result<Vec<AuditRecord>>;
+    /// Where the chain in the store starts (the last record removed by retention: its sequence
+    /// number and hash; 0 and [`GENESIS`] before any) and where it ends (the head).
+    async fn audit_ends(&self) -> Result<ChainEnds>;
+    /// The last record before `at_ms` (by time), if any.
+    async fn audit_seq_before(&self, at_ms: i64) -> Result<Option<i64>>;
+    /// Retention: removes the records up to `seq` (which must be in the store, after the base),
+    /// moving the base to it, in one transaction with `write`'s record of the cut.
+    async fn cut_audit(&self, write: &crate::idempotency::WriteContext, seq: i64) -> Result<()>;
+}
+
+/// The hash before the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The link after `previous` for `record`: SHA-256 of `previous`, a newline and `record`, in hex.
+pub fn link(previous: &str, record: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    hasher.update(previous.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(record.as_bytes());
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A record as exported (`icegate audit export`, retention's archive): one JSON line with its
+/// sequence number, time, hash, the record parsed, and its exact text (which the hash covers).
+pub fn export_line(record: &AuditRecord) -> String {
+    let parsed: serde_json::Value = serde_json::from_str(&record.record).unwrap_or(serde_json::Value::Null);
+    serde_json::json!({
+        "seq": record.seq, "at-ms": record.at_ms, "hash": record.hash, "record": parsed, "text": record.record,
+    })
+    .to_string()
+}
+
+/// Where the chain in the store starts and ends: (sequence number, hash) of the base (the last
+/// record removed by retention) and of the head (the last record appended).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainEnds {
+    pub base: (i64, String),
+    pub head: (i64, String),
 }
 
 crate::service::area!(

@@ -13,6 +13,7 @@ pub mod access;
 pub mod access_admin;
 pub mod actors;
 pub mod audit;
+pub mod audit_archive;
 mod authorization;
 pub mod budget;
 pub mod cache;

@@ -6,6 +6,7 @@
 //! the profile's credentials; the clients for a profile are built once and cached by warehouse
 //! id and profile version, so a profile update takes effect on the next request.
 
+pub mod archive;
 mod local;
 mod policy;
 mod s3;

@@ -17,33 +17,11 @@ use icegate_catalog::audit::{AuditEvent, RequestRecord};
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::store::MetadataSwap;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use crate::{Backend, SqlStore, WriteTx, db_error};
 
-/// The hash before the first record.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
-
-/// The link after `previous` for `record`: SHA-256 of `previous`, a newline and `record`, in hex.
-pub fn link(previous: &str, record: &str) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(previous.as_bytes());
-    hasher.update(b"\n");
-    hasher.update(record.as_bytes());
-    hex(&hasher.finalize())
-}
-
-/// Lower-case hex of `bytes`.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    out
-}
+pub use icegate_catalog::audit::{GENESIS, link};
 
 /// A record's text: serialized from borrowed fields in one pass (a tree of `Value`s cost a
 /// third of a read's time in allocations).
@@ -677,6 +655,56 @@ impl icegate_catalog::audit::AuditStore for SqlStore {
         self.record_entry(request_entry(&request, self.now_ms())).await
     }
 
+    async fn audit_ends(&self) -> Result<icegate_catalog::audit::ChainEnds, CatalogError> {
+        // The base first: a cut between the two reads moves the base forward, never past this head.
+        let base = self.audit_base().await?;
+        let head = self.audit_head().await?;
+        Ok(icegate_catalog::audit::ChainEnds { base, head })
+    }
+
+    async fn audit_seq_before(&self, at_ms: i64) -> Result<Option<i64>, CatalogError> {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(seq) FROM audit_log WHERE at_ms < $1")
+            .bind(at_ms)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    async fn cut_audit(&self, write: &WriteContext, seq: i64) -> Result<(), CatalogError> {
+        let mut tx = self.begin_write().await?;
+        let base =
+            sqlx::query("SELECT seq FROM audit_base WHERE id = 1").fetch_one(&mut *tx).await.map_err(db_error)?;
+        let base: i64 = base.try_get("seq").map_err(db_error)?;
+        if seq <= base {
+            // Cut already (a task resumed after its cut committed).
+            let _ = tx.rollback().await;
+            return Ok(());
+        }
+        let hash = sqlx::query("SELECT hash FROM audit_log WHERE seq = $1")
+            .bind(seq)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .ok_or_else(|| CatalogError::Conflict(format!("audit record {seq} is not in the store to cut at")))?;
+        let hash: String = hash.try_get("hash").map_err(db_error)?;
+        sqlx::query("UPDATE audit_base SET seq = $1, hash = $2 WHERE id = 1")
+            .bind(seq)
+            .bind(&hash)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let removed = sqlx::query("DELETE FROM audit_log WHERE seq > $1 AND seq <= $2")
+            .bind(base)
+            .bind(seq)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?
+            .rows_affected();
+        let write =
+            write.changing(json!({ "audit-cut": { "after": base, "through": seq, "hash": hash, "removed": removed } }));
+        self.commit_write(tx, &write).await
+    }
+
     async fn audit_records(
         &self,
         filter: &icegate_catalog::audit::AuditFilter,
@@ -798,15 +826,25 @@ impl SqlStore {
     /// link.
     pub async fn verify_audit(&self) -> Result<AuditCheck, CatalogError> {
         let (start_seq, start_hash) = self.audit_head().await?;
-        // Rows numbered below the chain's first are outside it: none may exist.
-        let stray: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log WHERE seq < 1")
+        // The chain in the store starts after its base (the last record retention removed; a
+        // checkpoint in object storage vouches for it: see `icegate audit verify`). Rows numbered
+        // at or below it are outside the chain: none may exist.
+        let (base_seq, base_hash) = self.audit_base().await?;
+        let stray: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM audit_log WHERE seq <= $1")
+            .bind(base_seq)
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
         if stray > 0 {
-            return Ok(AuditCheck { records: 0, broken: Some((0, format!("{stray} records are numbered below 1"))) });
+            return Ok(AuditCheck {
+                records: 0,
+                broken: Some((
+                    base_seq,
+                    format!("{stray} records are numbered at or below the chain's start {base_seq}"),
+                )),
+            });
         }
-        let mut walk = Walk { expected: 1, previous: GENESIS.to_owned(), records: 0 };
+        let mut walk = Walk { expected: base_seq + 1, previous: base_hash, records: 0 };
         if let Some(broken) = self.walk_audit(&mut walk, (start_seq, &start_hash)).await? {
             return Ok(AuditCheck { records: walk.records, broken: Some(broken) });
         }
@@ -841,6 +879,14 @@ impl SqlStore {
     /// The chain's head now: the last record's sequence number and hash.
     pub async fn audit_head_now(&self) -> Result<(i64, String), CatalogError> {
         self.audit_head().await
+    }
+
+    async fn audit_base(&self) -> Result<(i64, String), CatalogError> {
+        let base = sqlx::query("SELECT seq, hash FROM audit_base WHERE id = 1")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok((base.try_get("seq").map_err(db_error)?, base.try_get("hash").map_err(db_error)?))
     }
 
     async fn audit_head(&self) -> Result<(i64, String), CatalogError> {
@@ -951,6 +997,7 @@ fn columns_differ(row: &sqlx::any::AnyRow, record: &str) -> Result<Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn a_link_covers_the_previous_hash_and_the_record() {

@@ -92,6 +92,18 @@ impl<F: Faults> icegate_catalog::audit::AuditStore for FaultStore<F> {
         self.faults.before("audit_records").await?;
         self.inner.audit_records(filter, limit).await
     }
+    async fn audit_ends(&self) -> Result<icegate_catalog::audit::ChainEnds> {
+        self.faults.before("audit_ends").await?;
+        self.inner.audit_ends().await
+    }
+    async fn audit_seq_before(&self, at_ms: i64) -> Result<Option<i64>> {
+        self.faults.before("audit_seq_before").await?;
+        self.inner.audit_seq_before(at_ms).await
+    }
+    async fn cut_audit(&self, write: &WriteContext, seq: i64) -> Result<()> {
+        self.faults.before("cut_audit").await?;
+        self.inner.cut_audit(write, seq).await
+    }
 }
 
 #[async_trait]

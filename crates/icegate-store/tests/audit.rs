@@ -119,6 +119,7 @@ async fn tampering_is_refused_and_found(db: TestDatabase) {
     assert_eq!(db.store.verify_audit().await.unwrap().broken, None);
     if is_postgres(&db) {
         run(&pool, "ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only").await.unwrap();
+        run(&pool, "ALTER TABLE audit_log DISABLE TRIGGER audit_log_cut_only").await.unwrap();
     } else {
         run(&pool, "DROP TRIGGER audit_log_no_update").await.unwrap();
         run(&pool, "DROP TRIGGER audit_log_no_delete").await.unwrap();
@@ -483,7 +484,41 @@ async fn replicas_share_one_chain(db: TestDatabase) {
     assert_eq!(names, expected, "every request recorded once");
 }
 
+/// Retention's cut: the base moves to a record and what is at or below it goes, in one
+/// transaction with the cut's own record; verify walks from the base; nothing after the base can
+/// be removed, and the base never moves back or past the head.
+async fn a_retention_cut_keeps_the_chain_verifiable(db: TestDatabase) {
+    changes(&db, 5).await;
+    let system = RequestContext::system("audit-checkpoint", Some("t1")).write();
+    let ends = db.store.audit_ends().await.unwrap();
+    assert_eq!((ends.base.0, ends.head.0), (0, 6));
+    db.store.cut_audit(&system, 4).await.unwrap();
+    let ends = db.store.audit_ends().await.unwrap();
+    assert_eq!(ends.base.0, 4);
+    assert_eq!(ends.head.0, 7, "the cut is recorded");
+    // Cutting again at or below the base changes nothing (a resumed task).
+    db.store.cut_audit(&system, 3).await.unwrap();
+    assert_eq!(db.store.audit_ends().await.unwrap().head.0, 7);
+    let check = db.store.verify_audit().await.unwrap();
+    assert_eq!((check.records, check.broken), (3, None));
+    let left = db.store.audit_records(&AuditFilter::default(), 100).await.unwrap();
+    assert_eq!(left.iter().map(|r| r.seq).collect::<Vec<_>>(), [5, 6, 7]);
+    let cut: serde_json::Value = serde_json::from_str(&left[2].record).unwrap();
+    assert_eq!(cut["change"]["audit-cut"]["removed"], 4);
+    assert_eq!(cut["actor"]["job"], "audit-checkpoint");
+    // Only the cut removes records; the base moves only forward, up to the head.
+    let pool = raw(&db).await;
+    assert!(run(&pool, "DELETE FROM audit_log WHERE seq = 5").await.is_err());
+    assert!(run(&pool, "UPDATE audit_base SET seq = 2").await.is_err());
+    assert!(run(&pool, "UPDATE audit_base SET seq = 99").await.is_err());
+    assert!(run(&pool, "DELETE FROM audit_base").await.is_err());
+    assert_eq!(db.store.verify_audit().await.unwrap().broken, None);
+    // A cut at a record not in the store is refused.
+    assert!(db.store.cut_audit(&system, 50).await.is_err());
+}
+
 icegate_store::on_both_backends!(
+    a_retention_cut_keeps_the_chain_verifiable,
     replicas_share_one_chain,
     requests_are_recorded_in_groups_and_found_by_their_filters,
     a_request_without_its_record_fails,

@@ -24,7 +24,40 @@ pub struct Config {
     pub secrets: SecretsConfig,
     pub storage: StorageConfig,
     pub governance: GovernanceConfig,
+    pub audit: AuditConfig,
     pub log: LogConfig,
+}
+
+/// The audit trail outside the database (docs/governance.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// Records older than this are exported to `checkpoint.location`, checkpointed and removed
+    /// from the database (unset: kept forever). Needs `checkpoint.location`.
+    #[serde(with = "humantime_serde", skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Duration>,
+    pub checkpoint: AuditCheckpointConfig,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditCheckpointConfig {
+    /// `s3://bucket/prefix` (with S3 Object Lock and a default retention, where available) or
+    /// `file:///path`: where checkpoints of the chain, and retention's exports, are written.
+    pub location: Option<String>,
+    /// For an S3-compatible store: its endpoint (`http(s)://host:port`).
+    pub endpoint: Option<String>,
+    /// The bucket's region (else the environment's).
+    pub region: Option<String>,
+    /// How often the chain's head is checkpointed (and retention runs).
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+}
+
+impl Default for AuditCheckpointConfig {
+    fn default() -> Self {
+        Self { location: None, endpoint: None, region: None, interval: Duration::from_secs(3600) }
+    }
 }
 
 /// Preventative controls (docs/governance.md).
@@ -333,6 +366,7 @@ impl Default for Config {
             secrets: SecretsConfig::default(),
             storage: StorageConfig::default(),
             governance: GovernanceConfig::default(),
+            audit: AuditConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -575,6 +609,15 @@ impl Config {
         }
         if self.server.request_timeout.is_zero() {
             bail!("invalid configuration: server.request_timeout must be positive");
+        }
+        if self.audit.retention.is_some() && self.audit.checkpoint.location.is_none() {
+            bail!(
+                "invalid configuration: audit.retention removes records only after exporting them: set \
+                 audit.checkpoint.location"
+            );
+        }
+        if self.audit.retention.is_some_and(|r| r.is_zero()) || self.audit.checkpoint.interval.is_zero() {
+            bail!("invalid configuration: audit.retention and audit.checkpoint.interval must be positive");
         }
         if self.governance.strict && self.auth.mode == AuthMode::None {
             bail!(

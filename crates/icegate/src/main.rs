@@ -222,11 +222,7 @@ async fn export_audit(config: Config, args: &ExportArgs) -> anyhow::Result<()> {
         let Some(last) = page.last() else { break };
         filter.after_seq = Some(last.seq);
         for record in &page {
-            let parsed: serde_json::Value = serde_json::from_str(&record.record).unwrap_or(serde_json::Value::Null);
-            let line = serde_json::json!({
-                "seq": record.seq, "at-ms": record.at_ms, "hash": record.hash, "record": parsed, "text": record.record,
-            });
-            writeln!(out, "{line}")?;
+            writeln!(out, "{}", icegate_catalog::audit::export_line(record))?;
             written += 1;
         }
     }
@@ -240,18 +236,63 @@ async fn verify_audit(config: Config) -> anyhow::Result<()> {
     init_logging(&config)?;
     let store = SqlStore::connect_lazy(&store_options(&config))?;
     store.check_connection().await?;
-    let check = store.verify_audit().await;
+    let archive = match &config.audit.checkpoint.location {
+        Some(location) => Some(
+            icegate_storage::archive::ObjectArchive::open(
+                location,
+                config.audit.checkpoint.endpoint.as_deref(),
+                config.audit.checkpoint.region.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("audit.checkpoint.location: {e}"))?,
+        ),
+        None => None,
+    };
+    // A server appending, checkpointing or cutting meanwhile can make one walk see a moment
+    // between two steps: what is broken twice is broken.
+    let mut outcome = check_audit(&store, archive.as_ref()).await;
+    if matches!(outcome, Ok(Err(_))) {
+        outcome = check_audit(&store, archive.as_ref()).await;
+    }
     store.close().await;
-    let check = check?;
-    match check.broken {
-        None => {
-            println!("icegate audit: {} records, the chain holds", check.records);
+    match outcome? {
+        Ok(said) => {
+            println!("icegate audit: {said}, the chain holds");
             Ok(())
         }
-        Some((seq, why)) => {
-            anyhow::bail!("the audit chain breaks at record {seq}: {why} ({} records hold before it)", check.records)
-        }
+        Err((seq, why, held)) => anyhow::bail!("the audit chain breaks at record {seq}: {why} ({held})"),
     }
+}
+
+/// Walks the chain in the store and, with a checkpoint location, the archive and checkpoints:
+/// what held, or where it breaks, why, and what held before.
+async fn check_audit(
+    store: &SqlStore,
+    archive: Option<&icegate_storage::archive::ObjectArchive>,
+) -> anyhow::Result<Result<String, (i64, String, String)>> {
+    use icegate_catalog::audit::{AuditFilter, AuditStore};
+    let check = store.verify_audit().await?;
+    if let Some((seq, why)) = check.broken {
+        return Ok(Err((seq, why, format!("{} records hold before it", check.records))));
+    }
+    let Some(archive) = archive else { return Ok(Ok(format!("{} records", check.records))) };
+    let ends = store.audit_ends().await?;
+    let hash_at = async |seq: i64| {
+        let filter = AuditFilter { after_seq: Some(seq - 1), until_seq: Some(seq), ..AuditFilter::default() };
+        Ok(store.audit_records(&filter, 1).await?.pop().map(|r| r.hash))
+    };
+    let found = icegate_catalog::audit_archive::verify(archive, &ends, hash_at).await?;
+    let said = format!(
+        "{} records in the database after record {}, {} archived at {}, {} checkpoints",
+        check.records,
+        ends.base.0,
+        found.archived,
+        icegate_catalog::audit_archive::ArchiveStore::describe(archive),
+        found.checkpoints
+    );
+    Ok(match found.broken {
+        None => Ok(said),
+        Some((seq, why)) => Err((seq, why, said)),
+    })
 }
 
 async fn bootstrap(config: Config, recover: bool) -> anyhow::Result<()> {
@@ -518,6 +559,29 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 "expired location reservations and leases are removed",
             ),
     );
+    // The audit trail's checkpoints (and retention), when a location is set.
+    let runner = match &config.audit.checkpoint.location {
+        None => runner,
+        Some(location) => {
+            let archive = icegate_storage::archive::ObjectArchive::open(
+                location,
+                config.audit.checkpoint.endpoint.as_deref(),
+                config.audit.checkpoint.region.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("audit.checkpoint.location: {e}"))?;
+            let job = icegate_catalog::audit_archive::AuditCheckpointJob::new(
+                store.clone(),
+                Arc::new(archive),
+                config.audit.retention,
+            );
+            let runner = Arc::into_inner(runner).expect("the runner is not shared yet");
+            Arc::new(runner.with_job(Arc::new(job)).every(
+                icegate_catalog::audit_archive::KIND,
+                config.audit.checkpoint.interval,
+                "the audit trail is checkpointed to object storage, and records past audit.retention are archived and removed",
+            ))
+        }
+    };
     let (stop_workers, workers_stop) = tokio::sync::watch::channel(false);
     let workers = runner.spawn(workers_stop);
 
