@@ -207,3 +207,32 @@ def test_review_is_granted_by_server_admins_only(secured):
     assert status_of(secured, wadmin, "GET", "/management/v1/access-reviews/effective?warehouse=default") == 403
     assert status_of(secured, token, "POST", "/management/v1/grants", review) == 200
     assert status_of(secured, wadmin, "GET", "/management/v1/access-reviews/effective?warehouse=default") == 200
+
+
+def test_reviewers_cannot_take_away_what_only_server_admins_give(secured):
+    token = setup(secured)[0]
+    auditor, _ = principal(secured, token, "auditor", "auditors", "audit", {"type": "warehouse", "warehouse": "default"})
+    server_reviewer, _ = principal(secured, token, "chief-reviewer", "chief-reviewers", "review", {"type": "server"})
+    # A reviewer of the warehouse: its campaign lists the auditor's grant, which it cannot revoke.
+    whrev_token, _ = principal(secured, token, "wh-reviewer", "wh-reviewers", "review", {"type": "warehouse", "warehouse": "default"})
+    campaign = admin_call(secured, whrev_token, "POST", "/management/v1/access-reviews", {"scope": {"warehouse": "default"}})
+    number = {(l["principal"], l["privilege"]): l["line"] for l in campaign["lines"]}
+    path = f"/management/v1/access-reviews/{campaign['id']}/decisions"
+    for line in (number[("auditor", "audit")], number[("reviewer", "review")]):
+        assert status_of(secured, whrev_token, "POST", path, {"decisions": [{"line": line, "decision": "revoke-grant"}]}) == 403
+    # A reviewer of the server may take principals out of roles, but not out of the admins'.
+    server_campaign = admin_call(secured, server_reviewer, "POST", "/management/v1/access-reviews", {"scope": {}})
+    admin_line = next(l["line"] for l in server_campaign["lines"] if l["principal"] == "admin" and l["privilege"] == "admin")
+    server_path = f"/management/v1/access-reviews/{server_campaign['id']}/decisions"
+    assert status_of(secured, server_reviewer, "POST", server_path,
+                     {"decisions": [{"line": admin_line, "decision": "revoke-membership"}]}) == 403
+    assert status_of(secured, server_reviewer, "POST", server_path,
+                     {"decisions": [{"line": admin_line, "decision": "revoke-grant"}]}) == 403
+    # What they decided nothing about is still there: the auditor reads, the admin administers.
+    assert status_of(secured, auditor, "GET", "/management/v1/audit?warehouse=default&pageSize=1") == 200
+    assert admin_call(secured, token, "GET", "/management/v1/principals")
+    # Free text is bounded and printable.
+    assert status_of(secured, whrev_token, "POST", "/management/v1/access-reviews",
+                     {"scope": {"warehouse": "default"}, "description": "x" * 5000}) == 400
+    assert status_of(secured, whrev_token, "POST", path,
+                     {"decisions": [{"line": number[("writer", "write")], "decision": "attest", "comment": "a\u0000b"}]}) == 400

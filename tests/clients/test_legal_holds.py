@@ -159,3 +159,62 @@ def test_two_person_lifting_takes_a_second_admin(two_person):
     assert [(c.get("lift-requested"), c.get("lifted"), c.get("requested-by")) for c in changes] == [
         (True, None, None), (None, True, "admin")
     ]
+
+
+def test_a_held_table_is_not_replaced_by_registration_nor_are_its_files_expired(held):
+    admin = load_catalog("admin", type="rest", uri=held.uri, warehouse="default", credential=f"{ADMIN_ID}:{ADMIN_SECRET}")
+    admin.create_namespace("db")
+    table = admin.create_table("db.kept", schema=SCHEMA)
+    first_metadata = table.metadata_location
+    table.append(pa.table({"id": pa.array([1], pa.int64())}))
+    token = admin_token(held)
+    place(held, token, table_ref(["db"], "kept"))
+    prefix = admin_call(held, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
+    # Registering its first metadata over it would roll it back: refused, nothing changed.
+    status = status_of(held, token, "POST", f"/v1/{prefix}/namespaces/db/register",
+                       {"name": "kept", "metadata-location": first_metadata, "overwrite": True})
+    assert status == 409
+    assert len(admin.load_table("db.kept").snapshots()) == 1
+    # Commits that would have icegate expire old metadata files keep them while the hold stands
+    # (through the REST API: PyIceberg would delete them itself, with the client's own access).
+    metadata_dir = Path(urllib.parse.urlparse(first_metadata).path).parent
+    commit = f"/v1/{prefix}/namespaces/db/tables/kept"
+
+    def set_properties(properties):
+        admin_call(held, token, "POST", commit, {"requirements": [], "updates": [{"action": "set-properties", "updates": properties}]})
+
+    set_properties({"write.metadata.delete-after-commit.enabled": "true", "write.metadata.previous-versions-max": "1"})
+    before = sorted(p.name for p in metadata_dir.glob("*.metadata.json"))
+    for i in range(3):
+        set_properties({"n": str(i)})
+    after = sorted(p.name for p in metadata_dir.glob("*.metadata.json"))
+    assert set(before) <= set(after) and len(after) == len(before) + 3, (before, after)
+    # Lifted, the next commit expires the file that falls out of the log as the table asks (a
+    # new file written, one deleted; those that fell out while held are left to orphan cleanup).
+    (listed,) = admin_call(held, token, "GET", "/management/v1/legal-holds?warehouse=default")["holds"]
+    admin_call(held, token, "DELETE", f"/management/v1/legal-holds/{listed['id']}")
+    set_properties({"n": "last"})
+    assert len(list(metadata_dir.glob("*.metadata.json"))) == len(after)
+
+
+def test_a_lapsed_lift_request_does_not_stand_for_its_asker(two_person):
+    admin = load_catalog("admin", type="rest", uri=two_person.uri, warehouse="default", credential=f"{ADMIN_ID}:{ADMIN_SECRET}")
+    admin.create_namespace("db")
+    admin.create_table("db.t", schema=SCHEMA)
+    token = admin_token(two_person)
+    table_admin, _ = principal(two_person, token, "table-admin", "table-admins", "admin", table_ref(["db"], "t"))
+    hold = place(two_person, token, table_ref(["db"], "t"))
+    path = f"/management/v1/legal-holds/{hold['id']}"
+    assert admin_call(two_person, table_admin, "DELETE", path)["lift-requested-by"] == "table-admin"
+    # The asker loses admin there: its request no longer counts, and the next admin's DELETE is
+    # a request of its own, not the second half of a lift.
+    admin_call(two_person, token, "DELETE", "/management/v1/grants",
+               {"role": "table-admins", "privilege": "admin", "securable": table_ref(["db"], "t")})
+    assert admin_call(two_person, token, "DELETE", path)["lift-requested-by"] == "admin"
+    with pytest.raises(Exception):
+        admin.drop_table("db.t")
+    # Bounded, printable reasons only.
+    assert status_of(two_person, token, "POST", "/management/v1/legal-holds",
+                     {"securable": table_ref(["db"], "t"), "reason": "x\u202eevil"}) == 400
+    assert status_of(two_person, token, "POST", "/management/v1/legal-holds",
+                     {"securable": table_ref(["db"], "t"), "reason": "x" * 1001}) == 400

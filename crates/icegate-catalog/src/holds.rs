@@ -31,6 +31,9 @@ pub enum Lift {
     Requested,
 }
 
+/// How long a request to lift a hold waits for a second admin.
+const LIFT_REQUEST_LIFETIME_MS: i64 = 24 * 3600 * 1000;
+
 /// Reasons are bounded (they are kept and recorded).
 const MAX_REASON: usize = 1000;
 
@@ -58,6 +61,7 @@ impl AccessAdmin {
         if reason.is_empty() || reason.len() > MAX_REASON {
             return Err(CatalogError::bad_request(format!("a legal hold needs a reason of 1-{MAX_REASON} bytes")));
         }
+        crate::reviews::check_text("reason", reason)?;
         self.authorize_hold(ctx, securable).await?;
         self.access.place_hold(&ctx.write().unkeyed(), securable, reason, &ctx.caller().describe()).await
     }
@@ -111,20 +115,36 @@ impl AccessAdmin {
                 Err(no_such_hold(id))
             };
         }
-        match &hold.lift_requested_by {
-            None => {
-                if self.access.ask_hold_lift(&write, id, &me).await? {
+        // A request stands while it is fresh and its asker still holds admin on what is held;
+        // otherwise this admin's request replaces it.
+        let stale = match (&hold.lift_requested_by, hold.lift_requested_at_ms) {
+            (Some(asker), Some(at)) if *asker != me => {
+                let now = self.catalog.clock().now_ms();
+                let still_admin = match self.access.principal_by_name(asker).await? {
+                    Some(principal) => {
+                        let target = self.securable_target(&hold.securable).await?;
+                        self.access.holdings(&principal.id, &target, now).await?.has(Privilege::Admin)
+                    }
+                    None => false,
+                };
+                (now - at > LIFT_REQUEST_LIFETIME_MS || !still_admin).then_some(asker.as_str())
+            }
+            _ => None,
+        };
+        match (&hold.lift_requested_by, stale) {
+            (None, _) | (Some(_), Some(_)) => {
+                if self.access.ask_hold_lift(&write, id, &me, stale).await? {
                     Ok(Lift::Requested)
                 } else {
                     Err(CatalogError::Conflict(format!("lifting legal hold {id} was asked for meanwhile; try again")))
                 }
             }
-            Some(asker) if *asker == me || matches!(ctx.caller(), Caller::Anonymous) => {
+            (Some(asker), None) if *asker == me || matches!(ctx.caller(), Caller::Anonymous) => {
                 Err(CatalogError::Conflict(format!(
                     "lifting legal hold {id} needs a second admin (governance.hold.two_person): {asker} asked for it"
                 )))
             }
-            Some(asker) => {
+            (Some(asker), None) => {
                 if self.access.lift_hold(&write, id, Some(asker)).await? {
                     Ok(Lift::Lifted)
                 } else {

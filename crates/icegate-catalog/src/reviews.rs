@@ -214,6 +214,27 @@ impl UsageLog {
     }
 }
 
+/// Grants that only server admins make and take away: `audit` and `review` anywhere, `admin`
+/// on the server.
+fn reserved_to_server_admins(privilege: Privilege, on: SecurableType) -> bool {
+    matches!(privilege, Privilege::Audit | Privilege::Review)
+        || (privilege == Privilege::Admin && on == SecurableType::Server)
+}
+
+/// Free text kept and recorded (a campaign's description, a decision's comment): bounded, and
+/// without control characters (which would make the record or a report read otherwise).
+pub fn check_text(what: &str, text: &str) -> Result<()> {
+    if text.len() > MAX_TEXT {
+        return Err(CatalogError::bad_request(format!("{what} is longer than {MAX_TEXT} bytes")));
+    }
+    if text.chars().any(|c| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')) {
+        return Err(CatalogError::bad_request(format!("{what} holds control or text-direction characters")));
+    }
+    Ok(())
+}
+
+const MAX_TEXT: usize = 4096;
+
 /// A campaign as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReviewRecord {
@@ -387,6 +408,9 @@ impl AccessAdmin {
         description: Option<String>,
     ) -> Result<(ReviewRecord, Vec<ReviewLine>)> {
         scope.validate()?;
+        if let Some(description) = &description {
+            check_text("description", description)?;
+        }
         self.authorize_review(ctx, scope).await?;
         let lines = self.lines_now(ctx, scope, ReportFilter::default()).await?;
         let warehouse_id = match &scope.warehouse {
@@ -439,6 +463,17 @@ impl AccessAdmin {
         }
         let Ok(scope) = record.scope.securable() else { return Ok(false) };
         let Some(target) = self.review_target(&scope).await? else { return Ok(false) };
+        // The warehouse its name means now must be the one reviewed (a warehouse made again under
+        // the name does not inherit the old one's campaigns).
+        let now_id = match &target {
+            Target::Server => None,
+            Target::Warehouse { warehouse_id }
+            | Target::Namespace { warehouse_id, .. }
+            | Target::Tabular { warehouse_id, .. } => Some(warehouse_id.as_str()),
+        };
+        if now_id != record.warehouse_id.as_deref() {
+            return Ok(false);
+        }
         Ok(ctx.holds(&target, Privilege::Review).await?.is_some())
     }
 
@@ -469,6 +504,11 @@ impl AccessAdmin {
         id: &str,
         decisions: &[(i64, ReviewDecision, Option<String>)],
     ) -> Result<Vec<(i64, Revoked)>> {
+        for (_, _, comment) in decisions {
+            if let Some(comment) = comment {
+                check_text("comment", comment)?;
+            }
+        }
         let record = self.visible_review(ctx, id).await?;
         if record.closed_at_ms.is_some() {
             return Err(CatalogError::Conflict(format!("access review {id} is closed")));
@@ -499,6 +539,13 @@ impl AccessAdmin {
                     if let Some(grant) = self.access.grant_by_id(&line.entry.grant_id).await?
                         && !ctx.is_server_admin().await?
                     {
+                        if reserved_to_server_admins(grant.privilege, grant.securable.kind) {
+                            return Err(CatalogError::Forbidden(format!(
+                                "line {number}'s grant ({} on the {}) is granted and revoked by server admins only",
+                                grant.privilege,
+                                grant.securable.kind.as_str()
+                            )));
+                        }
                         let missing = || crate::access_admin::missing(&grant.securable);
                         let target = self.review_target(&grant.securable).await?.ok_or_else(missing)?;
                         if ctx.holds(&target, Privilege::Review).await?.is_none() {
@@ -517,12 +564,25 @@ impl AccessAdmin {
                              with the next token: revoke the grant, or change the groups at the provider"
                         )));
                     }
-                    if !ctx.is_server_admin().await? && ctx.holds(&Target::Server, Privilege::Review).await?.is_none() {
-                        return Err(CatalogError::Forbidden(
-                            "taking a principal out of a role takes all of the role's grants, anywhere: it needs \
-                             review on the server"
-                                .into(),
-                        ));
+                    if !ctx.is_server_admin().await? {
+                        if ctx.holds(&Target::Server, Privilege::Review).await?.is_none() {
+                            return Err(CatalogError::Forbidden(
+                                "taking a principal out of a role takes all of the role's grants, anywhere: it needs \
+                                 review on the server"
+                                    .into(),
+                            ));
+                        }
+                        let filter = crate::access::GrantFilter {
+                            role: Some(line.entry.role.clone()),
+                            ..crate::access::GrantFilter::default()
+                        };
+                        let grants = self.access.list_grants(&filter).await?;
+                        if grants.iter().any(|g| reserved_to_server_admins(g.privilege, g.securable.kind)) {
+                            return Err(CatalogError::Forbidden(format!(
+                                "line {number}'s role holds grants that server admins alone grant and revoke (admin on \
+                                 the server, audit, review): a server admin takes principals out of it"
+                            )));
+                        }
                     }
                 }
             }

@@ -320,6 +320,14 @@ pub trait TabularStore: Send + Sync {
     }
     /// Applies every swap in one transaction, or none of them.
     async fn swap_metadata(&self, write: &WriteContext, swaps: &[MetadataSwap]) -> Result<SwapOutcome>;
+    /// The legal hold that keeps table or view `id` (in `namespace`): the error a change that
+    /// would drop or replace it, or delete its files, is refused with; `None` when none does.
+    async fn legal_hold(
+        &self,
+        warehouse_id: &WarehouseId,
+        namespace: &NamespaceIdent,
+        id: &TabularId,
+    ) -> Result<Option<crate::CatalogError>>;
     /// Deletes a table or view and returns what it was, `None` when it did not exist. Until
     /// `lease_until_ms` (when credentials vended for it expire; 0: no lease) its locations stay
     /// out of reach of other tables, views, staged creates and namespaces. With `expected_id`,

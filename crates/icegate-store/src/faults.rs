@@ -233,6 +233,15 @@ impl<F: Faults> IdempotencyStore for FaultStore<F> {
 
 #[async_trait]
 impl<F: Faults> TabularStore for FaultStore<F> {
+    async fn legal_hold(
+        &self,
+        w: &WarehouseId,
+        ns: &NamespaceIdent,
+        id: &TabularId,
+    ) -> Result<Option<icegate_catalog::CatalogError>> {
+        self.faults.before("legal_hold").await?;
+        self.inner.legal_hold(w, ns, id).await
+    }
     async fn create_tabular(&self, x: &WriteContext, t: &NewTabular<'_>) -> Result<TabularId> {
         self.faults.before("create_tabular").await?;
         self.faults.create_tabular(&self.inner, x, t).await

@@ -31,7 +31,7 @@ where
 {
     let everything = namespace.is_none() && tabular_id.is_none();
     let row = sqlx::query(
-        "SELECT h.id, h.securable_type, h.reason FROM legal_holds h \
+        "SELECT h.securable_type FROM legal_holds h \
          LEFT JOIN namespaces hn ON hn.id = h.namespace_id \
          WHERE h.warehouse_id = $1 AND ($6 = 1 OR h.securable_type = 'warehouse' \
            OR ($3 <> '' AND h.tabular_id = $3) \
@@ -49,12 +49,13 @@ where
     .await
     .map_err(db_error)?;
     let Some(row) = row else { return Ok(None) };
-    let id: String = row.try_get("id").map_err(db_error)?;
+    // Which hold, and why, is for those who may list holds (GET /management/v1/legal-holds): a
+    // principal refused here may hold no more than a grant on a table below it.
     let kind: String = row.try_get("securable_type").map_err(db_error)?;
-    let reason: String = row.try_get("reason").map_err(db_error)?;
+    let on = if tabular_id.is_some() && matches!(kind.as_str(), "table" | "view") { "it" } else { "a container of it" };
     Ok(Some(CatalogError::Conflict(format!(
-        "under legal hold {id} (on its {kind}: {reason}): nothing held is dropped, purged, moved out of its \
-         namespace or has files deleted until the hold is lifted"
+        "a legal hold on {on} stands: nothing held is dropped, replaced, purged, moved out of its namespace or \
+         has files deleted until the hold is lifted"
     ))))
 }
 
@@ -152,15 +153,22 @@ impl SqlStore {
     }
 
     /// Asks for the hold to be lifted (the first of two admins): only when nobody asked yet.
-    pub(crate) async fn ask_lift(&self, write: &WriteContext, id: &str, by: &str) -> Result<bool> {
+    pub(crate) async fn ask_lift(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        by: &str,
+        replacing: Option<&str>,
+    ) -> Result<bool> {
         let mut tx = self.begin_write().await?;
         let asked = sqlx::query(
             "UPDATE legal_holds SET lift_requested_by = $1, lift_requested_at = $2 \
-             WHERE id = $3 AND lift_requested_by IS NULL",
+             WHERE id = $3 AND (lift_requested_by IS NULL OR lift_requested_by = $4)",
         )
         .bind(by)
         .bind(self.now_ms())
         .bind(id)
+        .bind(replacing.map(str::to_owned))
         .execute(&mut *tx)
         .await
         .map_err(db_error)?;
@@ -168,7 +176,8 @@ impl SqlStore {
             let _ = tx.rollback().await;
             return Ok(false);
         }
-        let write = write.changing(serde_json::json!({ "legal-hold": id, "lift-requested": true }));
+        let write =
+            write.changing(serde_json::json!({ "legal-hold": id, "lift-requested": true, "replacing": replacing }));
         self.commit_write(tx, &write).await?;
         Ok(true)
     }

@@ -242,10 +242,13 @@ fn to_csv(lines: &[AccessLine]) -> String {
     out
 }
 
+/// Every field quoted (a `;` or a tab inside is never read as a separator, whatever the
+/// spreadsheet's locale), and one that a spreadsheet would read as a formula (`=`, `+`, `-`, `@`
+/// first, after any spaces) defused with a leading `'`.
 fn csv_field(value: &str) -> String {
-    let value =
-        if value.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{value}") } else { value.to_owned() };
-    if value.contains([',', '"', '\n', '\r']) { format!("\"{}\"", value.replace('"', "\"\"")) } else { value }
+    let formula = value.trim_start().starts_with(['=', '+', '-', '@']) || value.starts_with(['\t', '\r']);
+    let value = if formula { format!("'{value}") } else { value.to_owned() };
+    format!("\"{}\"", value.replace('"', "\"\""))
 }
 
 /// Milliseconds since the epoch as RFC 3339 UTC (`2026-12-05T15:04:05.123Z`); empty for none.
@@ -567,11 +570,12 @@ mod tests {
 
     #[test]
     fn csv_quotes_and_defuses_formulas() {
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("plain"), "\"plain\"");
+        assert_eq!(csv_field("q;=1+2"), "\"q;=1+2\"");
         assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
         assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
-        assert_eq!(csv_field("-1"), "'-1");
+        assert_eq!(csv_field("-1"), "\"'-1\"");
+        assert_eq!(csv_field("  =1+3"), "\"'  =1+3\"");
     }
 
     #[test]

@@ -150,6 +150,19 @@ impl Catalog {
         swap: &MetadataSwap,
         expired: &[String],
     ) {
+        // Nothing of a held table is deleted (its hold is checked now: one read, only for
+        // commits that expire files).
+        match self.store().legal_hold(&warehouse.id, &swap.namespace, &swap.id).await {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                tracing::info!(%table, files = expired.len(), "not deleting expired metadata files of a table under legal hold");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(%table, error = %e, "not deleting expired metadata files: the legal hold check failed");
+                return;
+            }
+        }
         let owned =
             TableLocations::new(std::iter::once(swap.location.clone()).chain(swap.extra_locations.iter().cloned()));
         for file in expired {

@@ -71,6 +71,10 @@ impl Tables<'_> {
                     || CatalogError::CommitFailed(format!("{table} changed while it was being registered; retry"));
                 ctx.require_on(&target, privilege, &existing.id, exists, changed).await?;
             }
+            // Replacing a held table is not allowed any more than dropping it.
+            if let Some(held) = self.store().legal_hold(&warehouse.id, &table.namespace, &existing.id).await? {
+                return Err(held);
+            }
             let swap = MetadataSwap {
                 id: existing.id.clone(),
                 warehouse_id: warehouse.id.clone(),

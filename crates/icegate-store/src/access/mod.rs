@@ -816,8 +816,8 @@ impl AccessStore for SqlStore {
         self.read_holds(warehouse).await
     }
 
-    async fn ask_hold_lift(&self, write: &WriteContext, id: &str, by: &str) -> Result<bool> {
-        self.ask_lift(write, id, by).await
+    async fn ask_hold_lift(&self, write: &WriteContext, id: &str, by: &str, replacing: Option<&str>) -> Result<bool> {
+        self.ask_lift(write, id, by, replacing).await
     }
 
     async fn lift_hold(&self, write: &WriteContext, id: &str, approving: Option<&str>) -> Result<bool> {

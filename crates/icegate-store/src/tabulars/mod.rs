@@ -384,6 +384,15 @@ async fn rename(
 
 #[async_trait]
 impl TabularStore for SqlStore {
+    async fn legal_hold(
+        &self,
+        warehouse_id: &WarehouseId,
+        namespace: &NamespaceIdent,
+        id: &TabularId,
+    ) -> Result<Option<CatalogError>, CatalogError> {
+        crate::holds::covering(&self.pool, warehouse_id.as_str(), Some(namespace), Some(id.as_str())).await
+    }
+
     async fn create_tabular(&self, write: &WriteContext, new: &NewTabular<'_>) -> Result<TabularId, CatalogError> {
         let mut tx = self.begin_write().await?;
         lock_warehouse(self, &mut tx, new.warehouse_id).await?;
