@@ -31,15 +31,36 @@ $$;
 CREATE TRIGGER audit_log_cut_only BEFORE DELETE ON audit_log
     FOR EACH ROW EXECUTE FUNCTION icegate_audit_cut_only();
 
+-- The base names a record the table holds, with that record's hash, when it moves.
 CREATE FUNCTION icegate_audit_base_forward() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 BEGIN
-    IF TG_OP <> 'UPDATE' OR NEW.seq < OLD.seq OR NEW.seq > (SELECT seq FROM audit_head WHERE id = 1) THEN
-        RAISE EXCEPTION 'the audit trail''s base only moves forward, up to the head';
+    IF TG_OP <> 'UPDATE' OR NEW.seq < OLD.seq OR NEW.seq > (SELECT seq FROM audit_head WHERE id = 1)
+       OR (NEW.seq <> OLD.seq AND NEW.hash IS DISTINCT FROM (SELECT hash FROM audit_log WHERE seq = NEW.seq))
+       OR (NEW.seq = OLD.seq AND NEW.hash <> OLD.hash) THEN
+        RAISE EXCEPTION 'the audit trail''s base only moves forward, up to the head, to a record it holds';
     END IF;
     RETURN NEW;
 END
 $$;
 CREATE TRIGGER audit_base_forward BEFORE UPDATE OR DELETE ON audit_base
     FOR EACH ROW EXECUTE FUNCTION icegate_audit_base_forward();
+CREATE TRIGGER audit_base_fixed BEFORE INSERT OR TRUNCATE ON audit_base
+    FOR EACH STATEMENT EXECUTE FUNCTION icegate_audit_append_only();
+
+-- The head only moves forward; it is never removed.
+CREATE FUNCTION icegate_audit_head_forward() RETURNS trigger
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF TG_OP <> 'UPDATE' OR NEW.seq < OLD.seq THEN
+        RAISE EXCEPTION 'the audit trail''s head only moves forward';
+    END IF;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER audit_head_forward BEFORE UPDATE OR DELETE ON audit_head
+    FOR EACH ROW EXECUTE FUNCTION icegate_audit_head_forward();
+CREATE TRIGGER audit_head_fixed BEFORE INSERT OR TRUNCATE ON audit_head
+    FOR EACH STATEMENT EXECUTE FUNCTION icegate_audit_append_only();

@@ -75,6 +75,7 @@ CREATE TABLE legal_holds (
     placed_by      TEXT   NOT NULL,
     placed_at      INTEGER NOT NULL,
     lift_requested_by TEXT,
+    lift_requested_by_id TEXT,
     lift_requested_at INTEGER,
     CONSTRAINT legal_holds_pkey PRIMARY KEY (id),
     CONSTRAINT legal_holds_type_check CHECK (securable_type IN ('warehouse', 'namespace', 'table', 'view')),

@@ -15,10 +15,26 @@ END;
 
 CREATE TRIGGER audit_base_forward BEFORE UPDATE ON audit_base
 WHEN NEW.seq < OLD.seq OR NEW.seq > (SELECT seq FROM audit_head WHERE id = 1)
+    OR (NEW.seq <> OLD.seq AND NEW.hash IS NOT (SELECT hash FROM audit_log WHERE seq = NEW.seq))
+    OR (NEW.seq = OLD.seq AND NEW.hash <> OLD.hash)
 BEGIN
-    SELECT RAISE(ABORT, 'the audit trail''s base only moves forward, up to the head');
+    SELECT RAISE(ABORT, 'the audit trail''s base only moves forward, up to the head, to a record it holds');
 END;
 CREATE TRIGGER audit_base_no_delete BEFORE DELETE ON audit_base
 BEGIN
     SELECT RAISE(ABORT, 'the audit trail''s base only moves forward, up to the head');
+END;
+CREATE TRIGGER audit_base_no_insert BEFORE INSERT ON audit_base
+BEGIN
+    SELECT RAISE(ABORT, 'the audit trail has one base');
+END;
+
+CREATE TRIGGER audit_head_forward BEFORE UPDATE ON audit_head
+WHEN NEW.seq < OLD.seq
+BEGIN
+    SELECT RAISE(ABORT, 'the audit trail''s head only moves forward');
+END;
+CREATE TRIGGER audit_head_no_delete BEFORE DELETE ON audit_head
+BEGIN
+    SELECT RAISE(ABORT, 'the audit trail''s head only moves forward');
 END;

@@ -201,7 +201,7 @@ def test_sts_sessions_name_the_principal_for_the_stores_own_logs(lake, moto):
         assert status == 200, loaded
         call_made = moto.sts_call_for(loaded["storage-credentials"][0]["config"]["s3.access-key-id"])
         status, principal = call(server, token, "GET", "/management/v1/principals/alice-analyst")
-        assert call_made["source-identity"] == "alice-analyst"
+        assert call_made["source-identity"] == principal["id"]
         assert call_made["tags"] == {
             "icegate-principal": "alice-analyst", "icegate-principal-id": principal["id"], "icegate-warehouse": "lake"
         }, call_made

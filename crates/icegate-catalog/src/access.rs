@@ -425,16 +425,17 @@ pub trait AccessStore: Send + Sync + 'static {
     async fn hold(&self, id: &str) -> crate::Result<Option<crate::holds::HoldRecord>>;
     /// The holds in `warehouse` (`None`: every hold), oldest first.
     async fn holds(&self, warehouse: Option<&str>) -> crate::Result<Vec<crate::holds::HoldRecord>>;
-    /// Records who asks for a hold to be lifted, unless someone (other than `replacing`, a
-    /// request that lapsed) did (then `false`).
+    /// Records who asks for a hold to be lifted (`by`: id and name), unless someone (other
+    /// than `replacing`, the id of a request that lapsed) did (then `false`).
     async fn ask_hold_lift(
         &self,
         write: &crate::idempotency::WriteContext,
         id: &str,
-        by: &str,
+        by: (&str, &str),
         replacing: Option<&str>,
     ) -> crate::Result<bool>;
-    /// Lifts a hold (with `approving`: only if that one asked for it); `false` if it did not.
+    /// Lifts a hold (with `approving`: only if that principal, by id, asked for it); `false` if
+    /// it did not.
     async fn lift_hold(
         &self,
         write: &crate::idempotency::WriteContext,

@@ -31,11 +31,13 @@ use crate::store::CatalogStore;
 /// Where checkpoints and archived records are kept.
 #[async_trait::async_trait]
 pub trait ArchiveStore: Send + Sync + 'static {
-    /// Writes `name` (relative to the location) with `bytes`, replacing nothing it must keep:
-    /// the same name is written only with the same content.
+    /// Writes `name` (relative to the location) with `bytes` (callers read first what may be
+    /// there: nothing they write replaces what differs).
     async fn put(&self, name: &str, bytes: Bytes) -> Result<()>;
     /// Reads `name`, at most `max_bytes` of it (more is an error).
     async fn get(&self, name: &str, max_bytes: u64) -> Result<Bytes>;
+    /// [`get`](Self::get), or `None` when there is no such object.
+    async fn get_if_exists(&self, name: &str, max_bytes: u64) -> Result<Option<Bytes>>;
     /// The names below `prefix` (relative to the location).
     async fn list(&self, prefix: &str) -> Result<Vec<String>>;
     /// The location, for messages.
@@ -66,21 +68,35 @@ fn segment_name(first: i64, last: i64) -> String {
     format!("records/{first:020}-{last:020}.jsonl.gz")
 }
 
-/// The sequence numbers a name of `checkpoint_name` or `segment_name` holds.
-fn numbers(name: &str, prefix: &str, suffix: &str) -> Option<Vec<i64>> {
-    let name = name.rsplit_once(prefix).map_or(name, |(_, rest)| rest);
-    let name = name.strip_suffix(suffix)?;
-    name.split('-').map(|n| n.parse().ok()).collect()
+/// The checkpoint `name` is, if it is exactly a name [`checkpoint_name`] gives (any other object,
+/// `78.json` or `checkpoints/x/...` beside the real ones, is no checkpoint and cannot stand for
+/// one).
+fn checkpoint_seq(name: &str) -> Option<i64> {
+    let seq: i64 = name.strip_prefix("checkpoints/")?.strip_suffix(".json")?.parse().ok()?;
+    (seq > 0 && checkpoint_name(seq) == name).then_some(seq)
 }
 
-async fn checkpoints(archive: &dyn ArchiveStore) -> Result<BTreeMap<i64, String>> {
-    let mut found = BTreeMap::new();
+/// The records the archive segment `name` holds, if it is exactly a name [`segment_name`] gives.
+fn segment_range(name: &str) -> Option<(i64, i64)> {
+    let (first, last) = name.strip_prefix("records/")?.strip_suffix(".jsonl.gz")?.split_once('-')?;
+    let (first, last): (i64, i64) = (first.parse().ok()?, last.parse().ok()?);
+    (first > 0 && last >= first && segment_name(first, last) == name).then_some((first, last))
+}
+
+/// The checkpoints at the location, by the record each names; objects under `checkpoints/` that
+/// are not checkpoints are returned apart (`verify` reports them: nothing is put there but
+/// checkpoints).
+async fn checkpoints(archive: &dyn ArchiveStore) -> Result<(BTreeMap<i64, String>, Vec<String>)> {
+    let (mut found, mut strays) = (BTreeMap::new(), Vec::new());
     for name in archive.list("checkpoints/").await? {
-        if numbers(&name, "checkpoints/", ".json").is_some_and(|n| n.len() == 1) {
-            found.insert(numbers(&name, "checkpoints/", ".json").unwrap_or_default()[0], name);
+        match checkpoint_seq(&name) {
+            Some(seq) => {
+                found.insert(seq, name);
+            }
+            None => strays.push(name),
         }
     }
-    Ok(found)
+    Ok((found, strays))
 }
 
 /// Checkpoints the head, and with `retention` exports, checkpoints and removes the records
@@ -100,23 +116,38 @@ impl AuditCheckpointJob {
         Self { store, archive, retention }
     }
 
-    async fn checkpoint(&self, seq: i64, now_ms: i64) -> Result<Checkpoint> {
+    /// Checkpoints record `seq`, unless a checkpoint of it stands already (which must then name
+    /// the same hash: a different one is not overwritten, and nothing is cut).
+    async fn checkpoint(&self, seq: i64, now_ms: i64) -> Result<bool> {
         let record = self
             .store
             .audit_records(&AuditFilter { after_seq: Some(seq - 1), until_seq: Some(seq), ..AuditFilter::default() }, 1)
             .await?
             .pop()
             .ok_or_else(|| CatalogError::Conflict(format!("audit record {seq} is not in the store to checkpoint")))?;
+        let name = checkpoint_name(seq);
+        if let Some(bytes) = self.archive.get_if_exists(&name, MAX_CHECKPOINT_BYTES).await? {
+            let standing: Option<Checkpoint> = serde_json::from_slice(&bytes).ok();
+            return match standing {
+                Some(standing) if standing.seq == seq && standing.hash == record.hash => Ok(false),
+                _ => Err(CatalogError::Conflict(format!(
+                    "{name} at {} is not a checkpoint of record {seq} as the store has it: nothing is cut (run \
+                     `icegate audit verify`)",
+                    self.archive.describe()
+                ))),
+            };
+        }
         let checkpoint = Checkpoint { seq, hash: record.hash, at_ms: record.at_ms, written_at_ms: now_ms };
         let bytes = serde_json::to_vec(&checkpoint).map_err(|e| CatalogError::Internal(e.into()))?;
-        self.archive.put(&checkpoint_name(seq), Bytes::from(bytes)).await?;
-        Ok(checkpoint)
+        self.archive.put(&name, Bytes::from(bytes)).await?;
+        Ok(true)
     }
 
     /// Exports records `(after, through]` as one gzipped JSON Lines segment, checking each link
-    /// from `previous` (a broken chain is not archived and cut: it is evidence).
+    /// from `previous` (a broken chain is not archived and cut: it is evidence). A segment of
+    /// that name already there must hold exactly these records.
     async fn export(&self, after: i64, through: i64, previous: &str) -> Result<()> {
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        let mut text = Vec::new();
         let mut filter = AuditFilter { after_seq: Some(after), until_seq: Some(through), ..AuditFilter::default() };
         let (mut expected, mut previous) = (after + 1, previous.to_owned());
         loop {
@@ -129,7 +160,7 @@ impl AuditCheckpointJob {
                         "the audit chain breaks at record {expected}: not archived or removed (run `icegate audit verify`)"
                     )));
                 }
-                writeln!(encoder, "{}", export_line(record)).map_err(|e| CatalogError::Internal(e.into()))?;
+                writeln!(text, "{}", export_line(record)).map_err(|e| CatalogError::Internal(e.into()))?;
                 expected += 1;
                 previous = record.hash.clone();
             }
@@ -137,8 +168,34 @@ impl AuditCheckpointJob {
         if expected != through + 1 {
             return Err(CatalogError::Conflict(format!("audit record {expected} is missing: not archived or removed")));
         }
+        let name = segment_name(after + 1, through);
+        if let Some(standing) = self.archive.get_if_exists(&name, MAX_SEGMENT_BYTES).await? {
+            // The same records (compressed by whatever wrote them), and nothing more.
+            let mut held = Vec::new();
+            let limit = text.len() as u64 + 1;
+            let read = flate2::read::GzDecoder::new(standing.as_ref()).take(limit).read_to_end(&mut held);
+            if read.is_ok() && held == text {
+                return Ok(());
+            }
+            return Err(CatalogError::Conflict(format!(
+                "{name} at {} does not hold the records it names: nothing is cut (run `icegate audit verify`)",
+                self.archive.describe()
+            )));
+        }
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&text).map_err(|e| CatalogError::Internal(e.into()))?;
         let bytes = encoder.finish().map_err(|e| CatalogError::Internal(e.into()))?;
-        self.archive.put(&segment_name(after + 1, through), Bytes::from(bytes)).await
+        self.archive.put(&name, Bytes::from(bytes)).await
+    }
+
+    /// Checkpoints the chain's head now, unless it is checkpointed already (at shutdown, and on
+    /// the schedule). Whether a checkpoint was written.
+    pub async fn checkpoint_head(&self, now_ms: i64) -> Result<Option<i64>> {
+        let ChainEnds { head, .. } = self.store.audit_ends().await?;
+        if head.0 == 0 {
+            return Ok(None);
+        }
+        Ok(self.checkpoint(head.0, now_ms).await?.then_some(head.0))
     }
 }
 
@@ -150,9 +207,7 @@ impl Job for AuditCheckpointJob {
 
     async fn run(&self, run: &TaskRun) -> Result<Value> {
         let now = run.now_ms();
-        let ChainEnds { head, .. } = self.store.audit_ends().await?;
-        let latest = checkpoints(self.archive.as_ref()).await?.keys().next_back().copied().unwrap_or(0);
-        let checkpointed = if head.0 > latest { Some(self.checkpoint(head.0, now).await?.seq) } else { None };
+        let checkpointed = self.checkpoint_head(now).await?;
         let mut removed = 0;
         if let Some(retention) = self.retention {
             let cutoff = now - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
@@ -161,7 +216,18 @@ impl Job for AuditCheckpointJob {
                 if old <= base.0 {
                     break;
                 }
-                let through = old.min(base.0 + BATCH);
+                // A segment from the base on that a run cut short left (exported, not cut):
+                // resumed through its end, so segments never overlap.
+                let started = self
+                    .archive
+                    .list("records/")
+                    .await?
+                    .iter()
+                    .filter_map(|name| segment_range(name))
+                    .filter(|(first, last)| *first == base.0 + 1 && *last <= old)
+                    .map(|(_, last)| last)
+                    .max();
+                let through = started.unwrap_or_else(|| old.min(base.0 + BATCH));
                 self.export(base.0, through, &base.1).await?;
                 self.checkpoint(through, now).await?;
                 self.store.cut_audit(&run.context().write(), through).await?;
@@ -182,94 +248,72 @@ pub struct ArchiveCheck {
     pub broken: Option<(i64, String)>,
 }
 
+/// The longest line an archive segment may hold (a record is bounded by its request's size).
+const MAX_LINE_BYTES: u64 = 64 << 20;
+
 /// Checks the archive and the checkpoints against the chain in the store (`ends`; `hash_at`: the
 /// hash the store has for a record between its base and head): the archive from the first
 /// record to the base, a checkpoint vouching for the base, and every checkpoint against the
 /// record it names. A rewrite of the whole table shows as a checkpoint whose record hashes
-/// otherwise, or a base no checkpoint vouches for.
+/// otherwise, or a base no checkpoint vouches for. Objects at the location that are neither
+/// (another name under `checkpoints/` or `records/`) are reported: nothing else is put there.
 pub async fn verify(
     archive: &dyn ArchiveStore,
     ends: &ChainEnds,
     hash_at: impl AsyncFn(i64) -> Result<Option<String>>,
 ) -> Result<ArchiveCheck> {
-    let points = checkpoints(archive).await?;
+    let (points, strays) = checkpoints(archive).await?;
+    let count = points.len();
+    let fail =
+        |archived: u64, seq: i64, why: String| ArchiveCheck { archived, checkpoints: count, broken: Some((seq, why)) };
+    if let Some(stray) = strays.first() {
+        return Ok(fail(0, 0, format!("{stray} at {} is no checkpoint icegate wrote", archive.describe())));
+    }
     let mut pinned: BTreeMap<i64, Checkpoint> = BTreeMap::new();
     for (seq, name) in &points {
         let bytes = archive.get(name, MAX_CHECKPOINT_BYTES).await?;
-        let checkpoint: Checkpoint = serde_json::from_slice(&bytes).map_err(|e| {
-            CatalogError::Conflict(format!("checkpoint {name} in {} is not a checkpoint: {e}", archive.describe()))
-        })?;
-        if checkpoint.seq != *seq {
-            return Ok(broken(0, 0, points.len(), *seq, format!("checkpoint {name} names record {}", checkpoint.seq)));
+        match serde_json::from_slice::<Checkpoint>(&bytes) {
+            Ok(checkpoint) if checkpoint.seq == *seq => {
+                pinned.insert(*seq, checkpoint);
+            }
+            _ => return Ok(fail(0, *seq, format!("{name} is not a checkpoint of record {seq}"))),
         }
-        pinned.insert(*seq, checkpoint);
     }
-    // The archive: contiguous from the first record, each link in turn, up to the base.
-    let mut segments: Vec<(i64, i64, String)> = archive
-        .list("records/")
-        .await?
-        .into_iter()
-        .filter_map(|name| match numbers(&name, "records/", ".jsonl.gz")?.as_slice() {
-            [first, last] => Some((*first, *last, name)),
-            _ => None,
-        })
-        .collect();
-    segments.sort();
+    // The archive: segments from record 1, contiguous, each link in turn, up to the base. Runs
+    // cut short may have left segments that start where another does: each must agree, and the
+    // walk goes on from the longest.
+    let mut segments: BTreeMap<i64, Vec<(i64, String)>> = BTreeMap::new();
+    for name in archive.list("records/").await? {
+        match segment_range(&name) {
+            Some((first, last)) => segments.entry(first).or_default().push((last, name)),
+            None => {
+                return Ok(fail(0, 0, format!("{name} at {} is no archive segment icegate wrote", archive.describe())));
+            }
+        }
+    }
     let (mut expected, mut previous, mut archived) = (1_i64, GENESIS.to_owned(), 0_u64);
-    for (first, last, name) in &segments {
-        if *first != expected {
-            return Ok(broken(archived, 0, points.len(), expected, format!("archived record {expected} is missing")));
-        }
-        let bytes = archive.get(name, MAX_SEGMENT_BYTES).await?;
-        // Bounded decompression: a segment holds at most BATCH records.
-        let decoder = flate2::read::GzDecoder::new(bytes.as_ref()).take(MAX_SEGMENT_BYTES * 8);
-        for line in std::io::BufReader::new(decoder).lines() {
-            let line =
-                line.map_err(|e| CatalogError::Conflict(format!("archive segment {name} is unreadable: {e}")))?;
-            let parsed: Value = serde_json::from_str(&line).map_err(|e| {
-                CatalogError::Conflict(format!("archive segment {name} holds a line that is not JSON: {e}"))
-            })?;
-            let (seq, hash, text) = (parsed["seq"].as_i64(), parsed["hash"].as_str(), parsed["text"].as_str());
-            let (Some(seq), Some(hash), Some(text)) = (seq, hash, text) else {
-                return Ok(broken(
-                    archived,
-                    0,
-                    points.len(),
-                    expected,
-                    format!("archive segment {name}: a line is not a record"),
-                ));
-            };
-            if seq != expected {
-                return Ok(broken(
-                    archived,
-                    0,
-                    points.len(),
-                    expected,
-                    format!("archived record {expected} is missing"),
-                ));
+    while let Some(starting) = segments.remove(&expected) {
+        let mut longest: Option<(i64, String)> = None;
+        for (last, name) in &starting {
+            match walk_segment(archive, name, (expected, &previous), &pinned).await? {
+                Err((seq, why)) => return Ok(fail(archived, seq, why)),
+                Ok((end, _)) if end != *last => {
+                    return Ok(fail(archived, expected, format!("{name} does not hold the records its name says")));
+                }
+                Ok((end, hash)) => {
+                    if longest.as_ref().is_none_or(|(l, _)| end > *l) {
+                        longest = Some((end, hash));
+                    }
+                }
             }
-            if hash != link(&previous, text) {
-                let why = format!("archived record {seq} does not link to the one before it");
-                return Ok(broken(archived, 0, points.len(), seq, why));
-            }
-            if let Some(point) = pinned.get(&seq)
-                && point.hash != hash
-            {
-                return Ok(broken(
-                    archived,
-                    0,
-                    points.len(),
-                    seq,
-                    format!("archived record {seq} is not the one checkpointed"),
-                ));
-            }
-            archived += 1;
-            expected += 1;
-            previous = hash.to_owned();
         }
-        if expected != last + 1 {
-            return Ok(broken(archived, 0, points.len(), expected, format!("archive segment {name} ends early")));
-        }
+        let Some((end, hash)) = longest else { break };
+        archived = u64::try_from(end).unwrap_or(0);
+        expected = end + 1;
+        previous = hash;
+    }
+    if let Some((first, _)) = segments.first_key_value() {
+        return Ok(fail(archived, *first, format!("archive segments start at record {first}, which none ends before")));
     }
     let (base, head) = (&ends.base, &ends.head);
     if expected - 1 != base.0 || previous != base.1 {
@@ -282,11 +326,11 @@ pub async fn verify(
                 expected - 1
             )
         };
-        return Ok(broken(archived, 0, points.len(), base.0, why));
+        return Ok(fail(archived, base.0, why));
     }
     if base.0 > 0 && pinned.get(&base.0).is_none_or(|p| p.hash != base.1) {
         let why = format!("no checkpoint vouches for record {}, where the database's chain starts", base.0);
-        return Ok(broken(archived, 0, points.len(), base.0, why));
+        return Ok(fail(archived, base.0, why));
     }
     for (seq, point) in pinned.range(base.0 + 1..) {
         if *seq > head.0 {
@@ -294,18 +338,59 @@ pub async fn verify(
                 "a checkpoint names record {seq}, but the chain ends at record {}: records were removed",
                 head.0
             );
-            return Ok(broken(archived, 0, points.len(), *seq, why));
+            return Ok(fail(archived, *seq, why));
         }
         if hash_at(*seq).await?.as_deref() != Some(point.hash.as_str()) {
             let why = format!("record {seq} is not the one checkpointed (the trail was rewritten)");
-            return Ok(broken(archived, 0, points.len(), *seq, why));
+            return Ok(fail(archived, *seq, why));
         }
     }
-    Ok(ArchiveCheck { archived, checkpoints: points.len(), broken: None })
+    Ok(ArchiveCheck { archived, checkpoints: count, broken: None })
 }
 
-fn broken(archived: u64, _: u64, checkpoints: usize, seq: i64, why: String) -> ArchiveCheck {
-    ArchiveCheck { archived, checkpoints, broken: Some((seq, why)) }
+/// Walks one segment from record `expected` after `previous`: the last record and its hash, or
+/// where and why it breaks. Reads at most [`MAX_LINE_BYTES`] a line, [`BATCH`] lines.
+async fn walk_segment(
+    archive: &dyn ArchiveStore,
+    name: &str,
+    (mut expected, previous): (i64, &str),
+    pinned: &BTreeMap<i64, Checkpoint>,
+) -> Result<std::result::Result<(i64, String), (i64, String)>> {
+    let bytes = archive.get(name, MAX_SEGMENT_BYTES).await?;
+    let mut reader = std::io::BufReader::new(flate2::read::GzDecoder::new(bytes.as_ref()));
+    let mut previous = previous.to_owned();
+    let mut line = Vec::new();
+    for _ in 0..=BATCH {
+        line.clear();
+        let read = (&mut reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut line);
+        let read = match read {
+            Ok(0) => return Ok(Ok((expected - 1, previous))),
+            Ok(n) => n,
+            Err(e) => return Ok(Err((expected, format!("{name} is unreadable: {e}")))),
+        };
+        if read as u64 > MAX_LINE_BYTES {
+            return Ok(Err((expected, format!("{name} holds a line longer than {MAX_LINE_BYTES} bytes"))));
+        }
+        let Ok(parsed) = serde_json::from_slice::<Value>(&line) else {
+            return Ok(Err((expected, format!("{name} holds a line that is not JSON"))));
+        };
+        let (seq, hash, text) = (parsed["seq"].as_i64(), parsed["hash"].as_str(), parsed["text"].as_str());
+        let (Some(seq), Some(hash), Some(text)) = (seq, hash, text) else {
+            return Ok(Err((expected, format!("{name}: a line is not a record"))));
+        };
+        if seq != expected {
+            return Ok(Err((expected, format!("archived record {expected} is missing"))));
+        }
+        if hash != link(&previous, text) {
+            return Ok(Err((seq, format!("archived record {seq} does not link to the one before it"))));
+        }
+        if pinned.get(&seq).is_some_and(|point| point.hash != hash) {
+            return Ok(Err((seq, format!("archived record {seq} is not the one checkpointed"))));
+        }
+        expected += 1;
+        previous = hash.to_owned();
+    }
+    Ok(Err((expected, format!("{name} holds more than {BATCH} records"))))
 }
 
 #[cfg(test)]
@@ -313,11 +398,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_sort_by_number_and_parse_back() {
+    fn only_the_names_icegate_writes_are_checkpoints_and_segments() {
         assert_eq!(checkpoint_name(42), "checkpoints/00000000000000000042.json");
-        assert_eq!(numbers(&checkpoint_name(42), "checkpoints/", ".json"), Some(vec![42]));
-        assert_eq!(numbers(&segment_name(1, 10_000), "records/", ".jsonl.gz"), Some(vec![1, 10_000]));
-        assert_eq!(numbers("checkpoints/x.json", "checkpoints/", ".json"), None);
+        assert_eq!(checkpoint_seq(&checkpoint_name(42)), Some(42));
+        for alias in [
+            "checkpoints/42.json",
+            "checkpoints/+0000000000000000042.json",
+            "checkpoints/000000000000000000042.json",
+            "checkpoints/zz/checkpoints/00000000000000000042.json",
+            "checkpoints/-0000000000000000042.json",
+        ] {
+            assert_eq!(checkpoint_seq(alias), None, "{alias}");
+        }
+        assert_eq!(segment_range(&segment_name(1, 10_000)), Some((1, 10_000)));
+        assert_eq!(segment_range("records/1-7.jsonl.gz"), None);
+        assert_eq!(segment_range(&segment_name(9, 3)), None);
         assert!(checkpoint_name(9) < checkpoint_name(10));
     }
 }

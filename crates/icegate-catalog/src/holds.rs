@@ -18,8 +18,10 @@ pub struct HoldRecord {
     pub reason: String,
     pub placed_by: String,
     pub placed_at_ms: i64,
-    /// The admin who asked for it to be lifted (two-person lifting), waiting for another.
+    /// The admin who asked for it to be lifted (two-person lifting), waiting for another: its
+    /// name, and its id (what is compared).
     pub lift_requested_by: Option<String>,
+    pub lift_requested_by_id: Option<String>,
     pub lift_requested_at_ms: Option<i64>,
 }
 
@@ -106,7 +108,6 @@ impl AccessAdmin {
             CatalogError::NotFound { .. } => no_such_hold(id),
             other => other,
         })?;
-        let me = ctx.caller().describe();
         let write = ctx.write().unkeyed();
         if !self.catalog.two_person_holds() {
             return if self.access.lift_hold(&write, id, None).await? {
@@ -115,35 +116,38 @@ impl AccessAdmin {
                 Err(no_such_hold(id))
             };
         }
-        // A request stands while it is fresh and its asker still holds admin on what is held;
-        // otherwise this admin's request replaces it.
-        let stale = match (&hold.lift_requested_by, hold.lift_requested_at_ms) {
-            (Some(asker), Some(at)) if *asker != me => {
+        let Caller::Principal { id: me, name, .. } = ctx.caller() else {
+            return Err(CatalogError::Conflict(
+                "two-person lifting (governance.hold.two_person) takes two authenticated admins".into(),
+            ));
+        };
+        // A request stands while it is fresh and its asker (by id: a principal made again under
+        // its name is another) still holds admin on what is held; otherwise this admin's request
+        // replaces it.
+        let stale = match (&hold.lift_requested_by_id, hold.lift_requested_at_ms) {
+            (Some(asker), Some(at)) if asker != me.as_str() => {
                 let now = self.catalog.clock().now_ms();
-                let still_admin = match self.access.principal_by_name(asker).await? {
-                    Some(principal) => {
-                        let target = self.securable_target(&hold.securable).await?;
-                        self.access.holdings(&principal.id, &target, now).await?.has(Privilege::Admin)
-                    }
-                    None => false,
-                };
+                let target = self.securable_target(&hold.securable).await?;
+                let still_admin = self
+                    .access
+                    .holdings(&crate::ids::PrincipalId::new(asker.clone()), &target, now)
+                    .await?
+                    .has(Privilege::Admin);
                 (now - at > LIFT_REQUEST_LIFETIME_MS || !still_admin).then_some(asker.as_str())
             }
             _ => None,
         };
-        match (&hold.lift_requested_by, stale) {
+        match (&hold.lift_requested_by_id, stale) {
             (None, _) | (Some(_), Some(_)) => {
-                if self.access.ask_hold_lift(&write, id, &me, stale).await? {
+                if self.access.ask_hold_lift(&write, id, (me.as_str(), name), stale).await? {
                     Ok(Lift::Requested)
                 } else {
                     Err(CatalogError::Conflict(format!("lifting legal hold {id} was asked for meanwhile; try again")))
                 }
             }
-            (Some(asker), None) if *asker == me || matches!(ctx.caller(), Caller::Anonymous) => {
-                Err(CatalogError::Conflict(format!(
-                    "lifting legal hold {id} needs a second admin (governance.hold.two_person): {asker} asked for it"
-                )))
-            }
+            (Some(asker), None) if asker == me.as_str() => Err(CatalogError::Conflict(format!(
+                "lifting legal hold {id} needs a second admin (governance.hold.two_person): you asked for it"
+            ))),
             (Some(asker), None) => {
                 if self.access.lift_hold(&write, id, Some(asker)).await? {
                     Ok(Lift::Lifted)

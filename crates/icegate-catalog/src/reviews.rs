@@ -227,7 +227,13 @@ pub fn check_text(what: &str, text: &str) -> Result<()> {
     if text.len() > MAX_TEXT {
         return Err(CatalogError::bad_request(format!("{what} is longer than {MAX_TEXT} bytes")));
     }
-    if text.chars().any(|c| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')) {
+    // Control characters, and the invisible formatting ones (direction marks and overrides,
+    // zero-width characters, line and paragraph separators, the soft hyphen, the BOM).
+    let invisible = |c: char| {
+        matches!(c, '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{206f}' | '\u{feff}')
+    };
+    if text.chars().any(|c| c.is_control() || invisible(c)) {
         return Err(CatalogError::bad_request(format!("{what} holds control or text-direction characters")));
     }
     Ok(())

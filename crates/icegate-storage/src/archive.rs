@@ -68,27 +68,32 @@ impl ObjectArchive {
 #[async_trait::async_trait]
 impl ArchiveStore for ObjectArchive {
     async fn put(&self, name: &str, bytes: Bytes) -> Result<()> {
-        let path = self.path(name);
-        // What is there stays (a re-run writes the same records; a checkpoint once written is
-        // the one that counts).
-        match self.store.head(&path).await {
-            Ok(_) => return Ok(()),
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(failed("reading", &self.location, &e)),
-        }
-        self.store.put(&path, PutPayload::from(bytes)).await.map_err(|e| failed("writing", &self.location, &e))?;
+        self.store
+            .put(&self.path(name), PutPayload::from(bytes))
+            .await
+            .map_err(|e| failed("writing", &self.location, &e))?;
         Ok(())
     }
 
     async fn get(&self, name: &str, max_bytes: u64) -> Result<Bytes> {
-        let got = self.store.get(&self.path(name)).await.map_err(|e| failed("reading", &self.location, &e))?;
+        self.get_if_exists(name, max_bytes).await?.ok_or_else(|| {
+            CatalogError::Conflict(format!("{name} is not at the audit checkpoint location {}", self.location))
+        })
+    }
+
+    async fn get_if_exists(&self, name: &str, max_bytes: u64) -> Result<Option<Bytes>> {
+        let got = match self.store.get(&self.path(name)).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(failed("reading", &self.location, &e)),
+        };
         if got.meta.size > max_bytes {
             return Err(CatalogError::Conflict(format!(
                 "{name} at the audit checkpoint location is {} bytes, more than the {max_bytes} it may be",
                 got.meta.size
             )));
         }
-        got.bytes().await.map_err(|e| failed("reading", &self.location, &e))
+        got.bytes().await.map(Some).map_err(|e| failed("reading", &self.location, &e))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>> {

@@ -158,11 +158,13 @@ fn sts_safe(value: &str, max: usize) -> String {
     value.chars().map(|c| if c.is_ascii_alphanumeric() || "_+=,.@-".contains(c) { c } else { '_' }).take(max).collect()
 }
 
-/// Characters STS allows in a tag value (letters, digits, spaces and `_.:/=+-@`); others become `_`.
+/// Characters STS accepts in a tag value everywhere (ASCII letters, digits, spaces and
+/// `_.:/=+-@`); others become `_`. Names that differ only there read alike: policies that must
+/// tell principals apart use `icegate-principal-id` (or the source identity, the id too).
 fn tag_safe(value: &str) -> String {
     value
         .chars()
-        .map(|c| if c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c) { c } else { '_' })
+        .map(|c| if c.is_ascii_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c) { c } else { '_' })
         .take(256)
         .collect()
 }
@@ -222,7 +224,9 @@ impl ObjectStoreIo {
         }
         if let Some((id, name)) = &key.principal {
             if access.profile.sts.source_identity {
-                call = call.source_identity(sts_safe(name, 64));
+                // The principal's id: unique (a name made safe for STS may read like another's),
+                // 36 characters of `[0-9a-f-]`, and what icegate's records name it by.
+                call = call.source_identity(sts_safe(id, 64));
             }
             if access.profile.sts.session_tags {
                 for (tag, value) in [
@@ -574,6 +578,6 @@ mod tests {
         let mut other = for_alice.clone();
         other.principal = Some(("02id".into(), "alice smith/ü".repeat(9)));
         assert_ne!(session_name(&other), name);
-        assert_eq!(tag_safe("a=b/c:d ü%"), "a=b/c:d ü_");
+        assert_eq!(tag_safe("a=b/c:d ü%\u{93f}"), "a=b/c:d ___");
     }
 }

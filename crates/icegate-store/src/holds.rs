@@ -60,7 +60,7 @@ where
 }
 
 const HOLD_SELECT: &str = "SELECT h.id, h.securable_type, w.name AS warehouse, COALESCE(tn.name, n.name) AS namespace, \
-     t.name AS tabular, h.reason, h.placed_by, h.placed_at, h.lift_requested_by, h.lift_requested_at \
+     t.name AS tabular, h.reason, h.placed_by, h.placed_at, h.lift_requested_by, h.lift_requested_by_id, h.lift_requested_at \
      FROM legal_holds h JOIN warehouses w ON w.id = h.warehouse_id \
      LEFT JOIN namespaces n ON n.id = h.namespace_id LEFT JOIN tabulars t ON t.id = h.tabular_id \
      LEFT JOIN namespaces tn ON tn.id = t.namespace_id";
@@ -79,6 +79,7 @@ fn hold_from(row: &AnyRow) -> Result<HoldRecord> {
         placed_by: row.try_get("placed_by").map_err(db_error)?,
         placed_at_ms: row.try_get("placed_at").map_err(db_error)?,
         lift_requested_by: row.try_get("lift_requested_by").map_err(db_error)?,
+        lift_requested_by_id: row.try_get("lift_requested_by_id").map_err(db_error)?,
         lift_requested_at_ms: row.try_get("lift_requested_at").map_err(db_error)?,
     })
 }
@@ -157,15 +158,16 @@ impl SqlStore {
         &self,
         write: &WriteContext,
         id: &str,
-        by: &str,
+        (by_id, by): (&str, &str),
         replacing: Option<&str>,
     ) -> Result<bool> {
         let mut tx = self.begin_write().await?;
         let asked = sqlx::query(
-            "UPDATE legal_holds SET lift_requested_by = $1, lift_requested_at = $2 \
-             WHERE id = $3 AND (lift_requested_by IS NULL OR lift_requested_by = $4)",
+            "UPDATE legal_holds SET lift_requested_by = $1, lift_requested_by_id = $2, lift_requested_at = $3 \
+             WHERE id = $4 AND (lift_requested_by_id IS NULL OR lift_requested_by_id = $5)",
         )
         .bind(by)
+        .bind(by_id)
         .bind(self.now_ms())
         .bind(id)
         .bind(replacing.map(str::to_owned))
@@ -186,18 +188,19 @@ impl SqlStore {
     /// the request since).
     pub(crate) async fn remove_hold(&self, write: &WriteContext, id: &str, approving: Option<&str>) -> Result<bool> {
         let mut tx = self.begin_write().await?;
-        let removed = sqlx::query("DELETE FROM legal_holds WHERE id = $1 AND ($2 IS NULL OR lift_requested_by = $2)")
-            .bind(id)
-            .bind(approving.map(str::to_owned))
-            .execute(&mut *tx)
-            .await
-            .map_err(db_error)?;
+        let removed =
+            sqlx::query("DELETE FROM legal_holds WHERE id = $1 AND ($2 IS NULL OR lift_requested_by_id = $2)")
+                .bind(id)
+                .bind(approving.map(str::to_owned))
+                .execute(&mut *tx)
+                .await
+                .map_err(db_error)?;
         if removed.rows_affected() == 0 {
             let _ = tx.rollback().await;
             return Ok(false);
         }
         let write = write.changing(serde_json::json!({
-            "legal-hold": id, "lifted": true, "requested-by": approving,
+            "legal-hold": id, "lifted": true, "requested-by-id": approving,
         }));
         self.commit_write(tx, &write).await?;
         Ok(true)

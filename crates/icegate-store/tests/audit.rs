@@ -512,6 +512,14 @@ async fn a_retention_cut_keeps_the_chain_verifiable(db: TestDatabase) {
     assert!(run(&pool, "UPDATE audit_base SET seq = 2").await.is_err());
     assert!(run(&pool, "UPDATE audit_base SET seq = 99").await.is_err());
     assert!(run(&pool, "DELETE FROM audit_base").await.is_err());
+    assert!(run(&pool, "UPDATE audit_base SET seq = 6, hash = 'forged'").await.is_err());
+    assert!(run(&pool, "UPDATE audit_base SET hash = 'forged'").await.is_err());
+    assert!(run(&pool, "UPDATE audit_head SET seq = 1").await.is_err());
+    assert!(run(&pool, "DELETE FROM audit_head").await.is_err());
+    if is_postgres(&db) {
+        assert!(run(&pool, "TRUNCATE audit_base").await.is_err());
+        assert!(run(&pool, "TRUNCATE audit_head").await.is_err());
+    }
     assert_eq!(db.store.verify_audit().await.unwrap().broken, None);
     // A cut at a record not in the store is refused.
     assert!(db.store.cut_audit(&system, 50).await.is_err());

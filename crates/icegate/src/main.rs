@@ -560,6 +560,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             ),
     );
     // The audit trail's checkpoints (and retention), when a location is set.
+    let mut checkpointer = None;
     let runner = match &config.audit.checkpoint.location {
         None => runner,
         Some(location) => {
@@ -569,13 +570,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 config.audit.checkpoint.region.as_deref(),
             )
             .map_err(|e| anyhow::anyhow!("audit.checkpoint.location: {e}"))?;
-            let job = icegate_catalog::audit_archive::AuditCheckpointJob::new(
+            let job = Arc::new(icegate_catalog::audit_archive::AuditCheckpointJob::new(
                 store.clone(),
                 Arc::new(archive),
                 config.audit.retention,
-            );
+            ));
+            checkpointer = Some(job.clone());
             let runner = Arc::into_inner(runner).expect("the runner is not shared yet");
-            Arc::new(runner.with_job(Arc::new(job)).every(
+            Arc::new(runner.with_job(job).every(
                 icegate_catalog::audit_archive::KIND,
                 config.audit.checkpoint.interval,
                 "the audit trail is checkpointed to object storage, and records past audit.retention are archived and removed",
@@ -600,6 +602,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // Running jobs stop at their next step; a task cut short is resumed by the next worker.
     let _ = stop_workers.send(true);
     let _ = stop_usage.send(true);
+    // The head as the server leaves it, checkpointed: what it appended since the last checkpoint
+    // is not left to the database alone while it is down.
+    if let Some(job) = checkpointer {
+        match tokio::time::timeout(config.server.shutdown_timeout, job.checkpoint_head(clock.now_ms())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the audit trail's head was not checkpointed at shutdown"),
+            Err(_) => tracing::warn!("the audit trail's head was not checkpointed in time at shutdown"),
+        }
+    }
     if tokio::time::timeout(config.server.shutdown_timeout, usage_flush).await.is_err() {
         tracing::warn!("when grants were last used was not written in time");
     }

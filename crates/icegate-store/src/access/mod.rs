@@ -816,7 +816,13 @@ impl AccessStore for SqlStore {
         self.read_holds(warehouse).await
     }
 
-    async fn ask_hold_lift(&self, write: &WriteContext, id: &str, by: &str, replacing: Option<&str>) -> Result<bool> {
+    async fn ask_hold_lift(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        by: (&str, &str),
+        replacing: Option<&str>,
+    ) -> Result<bool> {
         self.ask_lift(write, id, by, replacing).await
     }
 
