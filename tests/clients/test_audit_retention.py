@@ -119,17 +119,22 @@ def test_retention_archives_checkpoints_and_cuts_and_verify_holds_across_the_cut
     assert "is not the one checkpointed (the trail was rewritten)" in done.stderr, done.stderr
 
 
-def test_a_cut_moved_behind_the_catalogs_back_is_found(tmp_path):
-    archive = tmp_path / "audit-archive"
-    env = {"ICEGATE__AUDIT__CHECKPOINT__LOCATION": f"file://{archive}", "ICEGATE__AUDIT__CHECKPOINT__INTERVAL": "1s"}
-    server = Server(tmp_path, [], env).start()
+def namespaces_checkpointed(server, archive, count):
+    """Starts `server`, makes `count` namespaces, waits for a checkpoint, and stops it."""
+    server.start()
     try:
         catalog = load_catalog("icegate", type="rest", uri=server.uri, warehouse="default")
-        for i in range(3):
+        for i in range(count):
             catalog.create_namespace(f"n{i}")
         wait_for(lambda: list((archive / "checkpoints").glob("*.json")), "a checkpoint")
     finally:
         server.stop()
+
+
+def test_a_cut_moved_behind_the_catalogs_back_is_found(tmp_path):
+    archive = tmp_path / "audit-archive"
+    env = {"ICEGATE__AUDIT__CHECKPOINT__LOCATION": f"file://{archive}", "ICEGATE__AUDIT__CHECKPOINT__INTERVAL": "1s"}
+    namespaces_checkpointed(Server(tmp_path, [], env), archive, 3)
     done = verify(tmp_path, env)
     assert done.returncode == 0, done.stdout + done.stderr
     # Someone holding the database hides the first records: moves the base past them and
@@ -162,14 +167,7 @@ def base_of(tmp_path):
 
 def test_what_is_planted_at_the_location_neither_stands_for_a_checkpoint_nor_lets_records_go(tmp_path):
     server, archive, env = serve_with_retention(tmp_path, retention="1h")
-    server.start()
-    try:
-        catalog = load_catalog("icegate", type="rest", uri=server.uri, warehouse="default")
-        for i in range(5):
-            catalog.create_namespace(f"n{i}")
-        wait_for(lambda: list((archive / "checkpoints").glob("*.json")), "a checkpoint")
-    finally:
-        server.stop()
+    namespaces_checkpointed(server, archive, 5)
     real = sorted((archive / "checkpoints").glob("*.json"))[-1]
     seq = int(real.stem)
     # An alias of the real checkpoint under another name that parses to the same number (one a
@@ -207,13 +205,7 @@ def test_what_is_planted_at_the_location_neither_stands_for_a_checkpoint_nor_let
 
 def test_a_cut_cut_short_is_resumed_without_overlapping_segments(tmp_path):
     server, archive, env = serve_with_retention(tmp_path, retention="1h")
-    server.start()
-    try:
-        catalog = load_catalog("icegate", type="rest", uri=server.uri, warehouse="default")
-        for i in range(6):
-            catalog.create_namespace(f"n{i}")
-    finally:
-        server.stop()
+    namespaces_checkpointed(server, archive, 6)
     # A run that exported records 1-4 and was killed before its cut: the segment is there, the
     # records are not cut.
     done = subprocess.run(
