@@ -21,6 +21,10 @@ const NOT_CHANGES: &[(&str, &str)] = &[
     ("heartbeat", "the task queue's bookkeeping"),
     ("finish", "the task queue's bookkeeping"),
     ("cancel", "the task queue's bookkeeping"),
+    (
+        "store_grant_use",
+        "when grants were last used: bookkeeping of decisions, written in batches, no change of the catalog",
+    ),
 ];
 
 /// Files that commit transactions themselves, and why.

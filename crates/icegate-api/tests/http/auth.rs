@@ -499,6 +499,9 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/management/v1/roles"), json!({"name": "r9"})),
         (("POST", "/management/v1/grants"), json!({"role": "stranger-role", "privilege": "admin", "securable": {"type": "server"}})),
         (("DELETE", "/management/v1/grants"), json!({"role": "admin", "privilege": "admin", "securable": {"type": "server"}})),
+        (("POST", "/management/v1/access-reviews"), json!({"scope": {"warehouse": "default"}})),
+        (("POST", "/management/v1/access-reviews/{id}/decisions"), json!({"decisions": [{"line": 1, "decision": "revoke-grant"}]})),
+        (("POST", "/management/v1/legal-holds"), json!({"securable": {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "t1"}, "reason": "r"})),
     ]
     .into_iter()
     .collect();
@@ -515,15 +518,18 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
             .replace("{view}", "v1")
             .replace("{name}", "default")
             .replace("{role}", "admin")
-            .replace("{principal}", "admin");
+            .replace("{principal}", "admin")
+            .replace("{id}", "01a24000-0000-7000-8000-000000000000");
         let path = match route.as_str() {
             "/management/v1/grants/on" => format!("{path}?type=server"),
             "/management/v1/grants" if method == Method::GET => format!("{path}?role=admin"),
+            "/management/v1/access-reviews/{id}/diff" => format!("{path}?against=x"),
             _ => path,
         };
         let needs_body = matches!(method, Method::POST | Method::PUT)
             && !route.contains("{principal}")
-            && !route.ends_with("/rotate-secret");
+            && !route.ends_with("/rotate-secret")
+            && !route.ends_with("/close");
         assert!(body.is_some() || !needs_body, "{method} {route}: no request body in this test");
         let anonymous = {
             let mut request = app.client.request(method.clone(), app.url(&path));
@@ -537,6 +543,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         match route.as_str() {
             "/management/v1/whoami" => assert_eq!(response["roles"], json!(["stranger-role"])),
             "/management/v1/warehouses" if method == Method::GET => assert_eq!(response["warehouses"], json!([])),
+            "/management/v1/access-reviews" if method == Method::GET => assert_eq!(response["reviews"], json!([])),
             _ => assert!(status == 403 || status == 404, "{method} {route} for a stranger: {status} {response}"),
         }
         checked += 1;
