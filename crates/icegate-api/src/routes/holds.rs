@@ -93,6 +93,7 @@ pub async fn place_hold(
     params(ListHoldsQuery),
     responses(
         (status = 200, description = "Holds", body = ListHoldsResponse),
+        (status = 400, description = "An unknown parameter", body = IcebergErrorResponse),
         (status = 403, description = "Every hold, without admin on the server", body = IcebergErrorResponse),
         (status = 404, description = "No such warehouse", body = IcebergErrorResponse),
     ))]

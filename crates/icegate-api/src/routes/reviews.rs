@@ -543,6 +543,7 @@ pub struct ReviewDiffResponse {
     params(("id" = String, Path, description = "The campaign's id"), DiffQuery),
     responses(
         (status = 200, description = "What changed", body = ReviewDiffResponse),
+        (status = 400, description = "No `against`, or an unknown parameter", body = IcebergErrorResponse),
         (status = 404, description = "No such campaign", body = IcebergErrorResponse),
     ))]
 pub async fn diff_reviews(
