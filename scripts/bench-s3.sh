@@ -9,6 +9,9 @@
 # ICEGATE_BIN: a prebuilt icegate to run instead of this tree's release build (A/B of two
 # builds). ICEGATE_BENCH_RECORD_READS=false: the warehouse's reads are not recorded in the audit
 # trail (its `audit.record-reads` setting; vends are recorded whatever it says).
+# ICEGATE_BENCH_STORE=postgres: the catalog on a fresh database `icegate_bench_s3_<pid>` on
+# ICEGATE_BENCH_PG (default postgres://postgres@127.0.0.1:5432), 32 pool connections, dropped
+# afterwards (default: the embedded SQLite).
 #
 # Needs what scripts/test.sh needs (Rust, Python 3.11); the virtualenv is ICEGATE_VENV
 # (default ./.venv-tests), created from tests/requirements.txt when missing.
@@ -29,12 +32,21 @@ cargo build --release -p icegate -p icegate-bench
 
 work="$(mktemp -d)"
 pids=()
+database=""
+pg="${ICEGATE_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [ -n "$database" ] && psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
+store_env=()
+if [ "${ICEGATE_BENCH_STORE:-sqlite}" = postgres ]; then
+  database="icegate_bench_s3_$$"
+  psql "$pg/postgres" -qc "CREATE DATABASE $database" >/dev/null
+  store_env=(ICEGATE__DATABASE__URL="$pg/$database" ICEGATE__DATABASE__MAX_CONNECTIONS=32)
+fi
 
 PYTHONPATH=tests "$VENV/bin/python" tests/s3/harness.py >"$work/moto.json" 2>"$work/moto.err" &
 pids+=($!)
@@ -42,7 +54,7 @@ for _ in $(seq 1 150); do [ -s "$work/moto.json" ] && break; sleep 0.2; done
 [ -s "$work/moto.json" ] || { cat "$work/moto.err"; echo "moto_server did not start" >&2; exit 1; }
 profile="$("$VENV/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["profile"]))' "$work/moto.json")"
 
-RUST_LOG=warn ICEGATE__AUTH__MODE=required \
+env "${store_env[@]}" RUST_LOG=warn ICEGATE__AUTH__MODE=required \
   ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID="$ADMIN_ID" ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET="$ADMIN_SECRET" \
   ICEGATE__SECRETS__ENCRYPTION_KEY="$("$VENV/bin/python" -c 'import base64,os; print(base64.b64encode(os.urandom(32)).decode())')" \
   "${ICEGATE_BIN:-$TARGET/release/icegate}" serve --listen "127.0.0.1:$PORT" --data-dir "$work/data" 2>"$work/icegate.err" &
