@@ -150,6 +150,9 @@ impl ReportFilter {
     }
 }
 
+/// The most lines a report or a campaign holds (a larger scope is refused: narrow it).
+pub const MAX_LINES: usize = 100_000;
+
 /// A grant's use by a principal, as the authorizer noted it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantUse {
@@ -391,6 +394,12 @@ impl AccessAdmin {
         let now = self.catalog.clock().now_ms();
         let named = Named::from(scope);
         let mut lines = self.access.effective_access(scope, now).await?;
+        if lines.len() > MAX_LINES {
+            return Err(CatalogError::bad_request(format!(
+                "more than {MAX_LINES} principals hold grants that apply to this scope: report on a narrower one \
+                 (a warehouse, a namespace, a table)"
+            )));
+        }
         for line in &mut lines {
             line.relation = line.securable.relation_to(&named).to_owned();
         }

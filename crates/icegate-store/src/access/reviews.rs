@@ -140,7 +140,9 @@ impl SqlStore {
              LEFT JOIN warehouses w ON w.id = g.warehouse_id LEFT JOIN namespaces n ON n.id = g.namespace_id \
              LEFT JOIN tabulars t ON t.id = g.tabular_id LEFT JOIN namespaces tn ON tn.id = t.namespace_id \
              LEFT JOIN grant_usage u ON u.grant_id = g.id AND u.principal_id = p.id \
-             WHERE (g.expires_at IS NULL OR g.expires_at > $1) AND {SERVER_GRANTS_NOT_BY_CLAIM} AND ({scope_condition})"
+             WHERE (g.expires_at IS NULL OR g.expires_at > $1) AND {SERVER_GRANTS_NOT_BY_CLAIM} AND ({scope_condition}) \
+             LIMIT {}",
+            icegate_catalog::reviews::MAX_LINES + 1
         );
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(now)
