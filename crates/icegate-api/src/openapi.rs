@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{access, audit, config, holds, namespaces, oauth, ops, reviews, tables, views, warehouses};
+use crate::routes::{access, audit, config, holds, namespaces, oauth, ops, reviews, tables, tasks, views, warehouses};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -42,6 +42,7 @@ struct IcebergRestDoc;
         (name = "Audit", description = "The audit trail: who did what, and what was handed out"),
         (name = "Access reviews", description = "Who can do what, and campaigns that attest or revoke it"),
         (name = "Legal holds", description = "What may not be dropped, purged or moved while a hold stands"),
+        (name = "Tasks", description = "Background work the catalog runs: its progress, results and cancellation"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -171,6 +172,9 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(reviews::diff_reviews))
         .routes(routes!(holds::place_hold, holds::list_holds))
         .routes(routes!(holds::lift_hold))
+        .routes(routes!(tasks::list_tasks))
+        .routes(routes!(tasks::get_task))
+        .routes(routes!(tasks::cancel_task))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

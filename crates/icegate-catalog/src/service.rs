@@ -112,6 +112,8 @@ pub struct Catalog {
     strict: bool,
     /// `governance.hold.two_person`: lifting a legal hold needs a second admin.
     two_person_holds: bool,
+    /// The background task queue, for operators to see and cancel tasks (`None`: not served).
+    tasks: Option<Arc<dyn crate::jobs::TaskStore>>,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -163,6 +165,7 @@ impl Catalog {
             clock: crate::clock::system(),
             strict: false,
             two_person_holds: false,
+            tasks: None,
         }
     }
 
@@ -185,6 +188,16 @@ impl Catalog {
 
     pub fn two_person_holds(&self) -> bool {
         self.two_person_holds
+    }
+
+    /// The task queue operators read through the management API.
+    pub fn with_task_store(mut self, tasks: Arc<dyn crate::jobs::TaskStore>) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    pub(crate) fn task_store(&self) -> Option<&Arc<dyn crate::jobs::TaskStore>> {
+        self.tasks.as_ref()
     }
 
     /// `governance.strict`: storage profiles with `static` vending, or with a role ARN or

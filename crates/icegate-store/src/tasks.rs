@@ -231,13 +231,14 @@ impl TaskStore for SqlStore {
     async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>> {
         let sql = format!(
             "SELECT {COLUMNS} FROM tasks WHERE ($1 IS NULL OR kind = $1) AND ($2 IS NULL OR state = $2) \
-             AND ($3 IS NULL OR warehouse_id = $3) ORDER BY id DESC LIMIT $4"
+             AND ($3 IS NULL OR warehouse_id = $3) AND ($5 IS NULL OR id < $5) ORDER BY id DESC LIMIT $4"
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.kind.clone())
             .bind(filter.state.map(TaskState::as_str))
             .bind(filter.warehouse_id.clone())
             .bind(filter.limit.unwrap_or(1000))
+            .bind(filter.before_id.clone())
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;

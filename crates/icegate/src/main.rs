@@ -473,6 +473,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_clock(clock.clone())
         .with_strict_governance(config.governance.strict)
         .with_two_person_holds(config.governance.hold.two_person)
+        .with_task_store(tasks.clone())
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),

@@ -13,5 +13,6 @@ pub mod oauth;
 pub mod ops;
 pub mod reviews;
 pub mod tables;
+pub mod tasks;
 pub mod views;
 pub mod warehouses;

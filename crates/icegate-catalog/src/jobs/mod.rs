@@ -10,6 +10,7 @@
 
 pub mod idempotency_expiry;
 pub mod location_expiry;
+pub mod operators;
 mod store;
 
 use std::collections::HashMap;

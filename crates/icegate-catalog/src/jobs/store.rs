@@ -133,6 +133,8 @@ pub struct TaskFilter {
     pub kind: Option<String>,
     pub state: Option<TaskState>,
     pub warehouse_id: Option<String>,
+    /// Tasks older than this one (by id: ids grow with time), for the next page.
+    pub before_id: Option<String>,
     pub limit: Option<i64>,
 }
 
