@@ -36,15 +36,20 @@ def admin_token(server):
         return json.load(r)["access_token"]
 
 
-@pytest.fixture
-def secured(tmp_path, backend):
-    env = {
+def secured_env(backend, **extra):
+    """The environment of a catalog with authentication on and the bootstrap admin (plus `extra`)."""
+    return {
         **backend,
         "ICEGATE__AUTH__MODE": "required",
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
         "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
+        **extra,
     }
-    server = Server(tmp_path, [], env).start()
+
+
+@pytest.fixture
+def secured(tmp_path, backend):
+    server = Server(tmp_path, [], secured_env(backend)).start()
     try:
         yield server
     finally:

@@ -15,18 +15,11 @@ from pyiceberg.catalog import load_catalog
 from conftest import Server
 from test_access_reviews import principal
 from test_audit import search, status_of
-from test_auth_clients import ADMIN_ID, ADMIN_SECRET, SCHEMA, admin_call, admin_token
+from test_auth_clients import ADMIN_ID, ADMIN_SECRET, SCHEMA, admin_call, admin_token, secured_env
 
 
 def serve(tmp_path, backend, **extra):
-    env = {
-        **backend,
-        "ICEGATE__AUTH__MODE": "required",
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
-        **extra,
-    }
-    return Server(tmp_path, [], env).start()
+    return Server(tmp_path, [], secured_env(backend, **extra)).start()
 
 
 @pytest.fixture

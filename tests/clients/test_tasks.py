@@ -12,19 +12,16 @@ import pytest
 from conftest import Server
 from test_access_reviews import principal
 from test_audit import search, status_of
-from test_auth_clients import ADMIN_ID, ADMIN_SECRET, admin_call, admin_token
+from test_auth_clients import admin_call, admin_token, secured_env
 
 
 @pytest.fixture
 def working(tmp_path, backend):
-    env = {
-        **backend,
-        "ICEGATE__AUTH__MODE": "required",
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_ID": ADMIN_ID,
-        "ICEGATE__AUTH__BOOTSTRAP_CLIENT_SECRET": ADMIN_SECRET,
-        "ICEGATE__AUDIT__CHECKPOINT__LOCATION": f"file://{tmp_path / 'audit-archive'}",
-        "ICEGATE__AUDIT__CHECKPOINT__INTERVAL": "1s",
-    }
+    env = secured_env(
+        backend,
+        ICEGATE__AUDIT__CHECKPOINT__LOCATION=f"file://{tmp_path / 'audit-archive'}",
+        ICEGATE__AUDIT__CHECKPOINT__INTERVAL="1s",
+    )
     server = Server(tmp_path, [], env).start()
     try:
         yield server
