@@ -49,7 +49,7 @@ def test_operators_see_page_and_cancel_the_catalogs_tasks(working):
     # Every kind the server runs is there; the expiry jobs wait queued for their period.
     listed = tasks(working, token, pageSize=1000)["tasks"]
     kinds = {t["kind"] for t in listed}
-    assert {"audit-checkpoint", "idempotency-key-expiry", "location-hold-expiry"} <= kinds, kinds
+    assert {"audit-checkpoint", "idempotency-key-expiry", "location-hold-expiry", "task-expiry"} <= kinds, kinds
     ids = [t["id"] for t in listed]
     assert ids == sorted(ids, reverse=True), "newest first"
     # Pages of one follow each other without repeats.

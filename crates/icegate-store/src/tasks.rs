@@ -228,6 +228,19 @@ impl TaskStore for SqlStore {
         row.as_ref().map(task_from).transpose()
     }
 
+    async fn remove_ended_tasks(&self, before_ms: i64, limit: i64) -> Result<u64> {
+        let removed = sqlx::query(
+            "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks \
+             WHERE state IN ('done', 'failed', 'cancelled') AND finished_at < $1 ORDER BY id LIMIT $2)",
+        )
+        .bind(before_ms)
+        .bind(limit)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(removed.rows_affected())
+    }
+
     async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>> {
         let sql = format!(
             "SELECT {COLUMNS} FROM tasks WHERE ($1 IS NULL OR kind = $1) AND ($2 IS NULL OR state = $2) \

@@ -21,6 +21,7 @@ const NOT_CHANGES: &[(&str, &str)] = &[
     ("heartbeat", "the task queue's bookkeeping"),
     ("finish", "the task queue's bookkeeping"),
     ("cancel", "the task queue's bookkeeping"),
+    ("remove_ended_tasks", "the task queue's bookkeeping (the expiry job); no queued or running task is touched"),
     (
         "store_grant_use",
         "when grants were last used: bookkeeping of decisions, written in batches, no change of the catalog",

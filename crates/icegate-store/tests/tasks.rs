@@ -328,7 +328,33 @@ async fn expired_location_holds_are_removed_on_the_injected_clock(db: TestDataba
     assert_eq!(removed().await, [0, 1, 1, 0], "each hold removed once, and only after it expired");
 }
 
+/// Ended tasks go once they are older than the retention; queued and running ones never.
+async fn ended_tasks_are_removed_after_the_retention(db: TestDatabase) {
+    let store = &db.store;
+    let now = 1_000_000;
+    let done = store.enqueue(&task("old", now), now).await.unwrap().unwrap();
+    store.claim(&["old"], "w1", now, LEASE).await.unwrap().unwrap();
+    store.finish(&done.id, "w1", &Finish::Done(Value::Null), now).await.unwrap();
+    let cancelled = store.enqueue(&task("old", now), now).await.unwrap().unwrap();
+    store.cancel(&cancelled.id, now).await.unwrap();
+    let queued = store.enqueue(&task("waiting", now), now).await.unwrap().unwrap();
+    let running = store.enqueue(&task("busy", now), now).await.unwrap().unwrap();
+    store.claim(&["busy"], "w1", now, LEASE).await.unwrap().unwrap();
+    let recent = store.enqueue(&task("old", now + 10), now + 10).await.unwrap().unwrap();
+    store.cancel(&recent.id, now + 10).await.unwrap();
+    assert_eq!(store.remove_ended_tasks(now + 5, 1).await.unwrap(), 1, "bounded by the limit");
+    assert_eq!(store.remove_ended_tasks(now + 5, 100).await.unwrap(), 1);
+    assert_eq!(store.remove_ended_tasks(now + 5, 100).await.unwrap(), 0);
+    for gone in [&done.id, &cancelled.id] {
+        assert!(store.task(gone).await.unwrap().is_none());
+    }
+    for kept in [&queued.id, &running.id, &recent.id] {
+        assert!(store.task(kept).await.unwrap().is_some());
+    }
+}
+
 icegate_store::on_both_backends!(
+    ended_tasks_are_removed_after_the_retention,
     a_task_is_claimed_once_when_due_and_finished_by_its_owner,
     a_dedupe_key_holds_one_active_task,
     an_expired_lease_passes_the_task_on_and_fences_the_old_worker,

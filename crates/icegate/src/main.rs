@@ -544,7 +544,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     );
     // Background work: this replica's workers on the shared task queue.
     let runner = std::sync::Arc::new(
-        icegate_catalog::jobs::Runner::new(tasks, clock.clone())
+        icegate_catalog::jobs::Runner::new(tasks.clone(), clock.clone())
             .with_job(icegate_api::idempotency::expiry_job(store.clone(), config.catalog.idempotency_key_lifetime))
             .every(
                 icegate_catalog::jobs::idempotency_expiry::KIND,
@@ -558,6 +558,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 icegate_catalog::jobs::location_expiry::KIND,
                 std::time::Duration::from_secs(300),
                 "expired location reservations and leases are removed",
+            )
+            .with_job(std::sync::Arc::new(icegate_catalog::jobs::task_expiry::TaskExpiry::new(tasks.clone())))
+            .every(
+                icegate_catalog::jobs::task_expiry::KIND,
+                std::time::Duration::from_secs(3600),
+                "tasks that ended 30 days ago are removed",
             ),
     );
     // The audit trail's checkpoints (and retention), when a location is set.

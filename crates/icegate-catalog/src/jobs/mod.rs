@@ -12,6 +12,7 @@ pub mod idempotency_expiry;
 pub mod location_expiry;
 pub mod operators;
 mod store;
+pub mod task_expiry;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

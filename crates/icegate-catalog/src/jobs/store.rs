@@ -168,4 +168,7 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn task(&self, id: &str) -> Result<Option<TaskRecord>>;
     /// Tasks, newest first.
     async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>>;
+    /// Removes up to `limit` tasks that ended (done, failed, cancelled) before `before_ms`;
+    /// how many. Queued and running tasks are never touched.
+    async fn remove_ended_tasks(&self, before_ms: i64, limit: i64) -> Result<u64>;
 }
