@@ -6,6 +6,7 @@ warehouse admins kept to their warehouse's tasks; and the cancellation in the au
 
 import time
 import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -65,6 +66,14 @@ def test_operators_see_page_and_cancel_the_catalogs_tasks(working):
     assert admin_call(working, token, "GET", f"/management/v1/tasks/{queued['id']}")["state"] == "cancelled"
     (record,) = [r["record"] for r in search(working, token, action="cancelTask") if r["record"]["outcome"] == "allowed"]
     assert record["actor"]["name"] == "admin"
+    # The queue in /metrics: tasks by kind and state.
+    with urllib.request.urlopen(f"{working.uri}/metrics", timeout=10) as r:
+        exposition = r.read().decode()
+    gauges = dict(
+        line.rsplit(" ", 1) for line in exposition.splitlines() if line.startswith("icegate_tasks{")
+    )
+    assert int(gauges['icegate_tasks{kind="idempotency-key-expiry",state="cancelled"}']) == 1, gauges
+    assert int(gauges['icegate_tasks{kind="audit-checkpoint",state="done"}']) >= 1, gauges
 
     # A warehouse's admin sees its warehouse's tasks only; the server's are not there for it.
     wadmin, _ = principal(working, token, "wadmin", "wadmins", "admin", {"type": "warehouse", "warehouse": "default"})

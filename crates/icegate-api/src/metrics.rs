@@ -48,6 +48,13 @@ pub struct Metrics {
     cache_documents: Gauge,
     cache_bytes: Gauge,
     cache_lookups: Family<LookupLabels, Counter>,
+    tasks: Family<TaskLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    kind: String,
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -76,6 +83,12 @@ impl Metrics {
         let reports = Family::<ReportLabels, Counter>::default();
         let (cache_documents, cache_bytes) = (Gauge::default(), Gauge::default());
         let cache_lookups = Family::<LookupLabels, Counter>::default();
+        let tasks = Family::<TaskLabels, Gauge>::default();
+        registry.register(
+            "tasks",
+            "Background tasks by kind and state (queued: the queue's depth; failed: tasks that ran out of attempts)",
+            tasks.clone(),
+        );
         registry.register("http_requests", "HTTP requests handled", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency", latency.clone());
         registry.register("db_pool_connections", "Metadata store connections by state", pool_connections.clone());
@@ -98,7 +111,30 @@ impl Metrics {
             cache_documents,
             cache_bytes,
             cache_lookups,
+            tasks,
         })
+    }
+
+    /// Sets the task gauges to `counts` (kind, state, tasks); a pair no longer counted reads 0.
+    pub fn set_task_counts(&self, counts: &[(String, icegate_catalog::jobs::TaskState, i64)]) {
+        let current: std::collections::HashSet<TaskLabels> =
+            counts.iter().map(|(kind, state, _)| TaskLabels { kind: kind.clone(), state: state.as_str() }).collect();
+        // What was counted before and is not now: zero (a family cannot forget a label set).
+        let mut stale = Vec::new();
+        for state in ["queued", "running", "done", "failed", "cancelled"] {
+            for (kind, _, _) in counts {
+                let labels = TaskLabels { kind: kind.clone(), state };
+                if !current.contains(&labels) {
+                    stale.push(labels);
+                }
+            }
+        }
+        for labels in stale {
+            self.tasks.get_or_create(&labels).set(0);
+        }
+        for (kind, state, count) in counts {
+            self.tasks.get_or_create(&TaskLabels { kind: kind.clone(), state: state.as_str() }).set(*count);
+        }
     }
 
     fn record(&self, method: &str, route: &str, status: StatusCode, seconds: f64) {

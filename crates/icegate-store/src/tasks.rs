@@ -241,6 +241,22 @@ impl TaskStore for SqlStore {
         Ok(removed.rows_affected())
     }
 
+    async fn task_counts(&self) -> Result<Vec<(String, TaskState, i64)>> {
+        let rows =
+            sqlx::query("SELECT kind, state, COUNT(*) AS n FROM tasks GROUP BY kind, state ORDER BY kind, state")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db_error)?;
+        rows.iter()
+            .map(|row| {
+                let kind: String = row.try_get("kind").map_err(db_error)?;
+                let state: String = row.try_get("state").map_err(db_error)?;
+                let n: i64 = row.try_get("n").map_err(db_error)?;
+                Ok((kind, TaskState::parse(&state)?, n))
+            })
+            .collect()
+    }
+
     async fn list_tasks(&self, filter: &TaskFilter) -> Result<Vec<TaskRecord>> {
         let sql = format!(
             "SELECT {COLUMNS} FROM tasks WHERE ($1 IS NULL OR kind = $1) AND ($2 IS NULL OR state = $2) \

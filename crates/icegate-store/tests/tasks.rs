@@ -342,6 +342,16 @@ async fn ended_tasks_are_removed_after_the_retention(db: TestDatabase) {
     store.claim(&["busy"], "w1", now, LEASE).await.unwrap().unwrap();
     let recent = store.enqueue(&task("old", now + 10), now + 10).await.unwrap().unwrap();
     store.cancel(&recent.id, now + 10).await.unwrap();
+    let counts = store.task_counts().await.unwrap();
+    assert_eq!(
+        counts,
+        vec![
+            ("busy".to_owned(), TaskState::Running, 1),
+            ("old".to_owned(), TaskState::Cancelled, 2),
+            ("old".to_owned(), TaskState::Done, 1),
+            ("waiting".to_owned(), TaskState::Queued, 1),
+        ]
+    );
     assert_eq!(store.remove_ended_tasks(now + 5, 1).await.unwrap(), 1, "bounded by the limit");
     assert_eq!(store.remove_ended_tasks(now + 5, 100).await.unwrap(), 1);
     assert_eq!(store.remove_ended_tasks(now + 5, 100).await.unwrap(), 0);

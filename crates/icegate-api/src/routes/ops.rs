@@ -52,5 +52,10 @@ pub async fn ready(State(state): State<AppState>) -> Result<Json<StatusResponse>
     responses((status = 200, description = "OpenMetrics text exposition", content_type = "application/openmetrics-text"))
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
+    // The task queue's counts are read at each scrape (one grouped count; the queue is bounded
+    // by the expiry of ended tasks). A store that cannot answer leaves the gauges as they were.
+    if let Ok(counts) = state.catalog.tasks().counts().await {
+        state.metrics.set_task_counts(&counts);
+    }
     crate::metrics::exposition(state.metrics.render(state.catalog.pool_stats(), state.catalog.metadata_cache()))
 }

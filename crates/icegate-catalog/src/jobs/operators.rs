@@ -66,6 +66,15 @@ impl Tasks<'_> {
         }
     }
 
+    /// How many tasks there are of each kind in each state (for the metrics; none without a
+    /// queue).
+    pub async fn counts(&self) -> Result<Vec<(String, TaskState, i64)>> {
+        match self.task_store() {
+            Some(queue) => queue.task_counts().await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// One task (one the caller may not see is answered as missing).
     pub async fn get(&self, ctx: &RequestContext, id: &str) -> Result<TaskRecord> {
         let queue = self.task_store().ok_or_else(|| no_such_task(id))?;

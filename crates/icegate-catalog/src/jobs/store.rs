@@ -171,4 +171,6 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Removes up to `limit` tasks that ended (done, failed, cancelled) before `before_ms`;
     /// how many. Queued and running tasks are never touched.
     async fn remove_ended_tasks(&self, before_ms: i64, limit: i64) -> Result<u64>;
+    /// How many tasks there are of each kind in each state.
+    async fn task_counts(&self) -> Result<Vec<(String, TaskState, i64)>>;
 }
