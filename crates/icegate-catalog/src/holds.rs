@@ -103,11 +103,7 @@ impl AccessAdmin {
     /// Lifts a hold, or with two-person lifting asks for it to be lifted (the first admin) or
     /// approves that (a second, different admin).
     pub async fn lift_hold(&self, ctx: &RequestContext, id: &str) -> Result<Lift> {
-        let hold = self.access.hold(id).await?.ok_or_else(|| no_such_hold(id))?;
-        self.authorize_hold(ctx, &hold.securable).await.map_err(|e| match e {
-            CatalogError::NotFound { .. } => no_such_hold(id),
-            other => other,
-        })?;
+        let hold = self.get_hold(ctx, id).await?;
         let write = ctx.write().unkeyed();
         if !self.catalog.two_person_holds() {
             return if self.access.lift_hold(&write, id, None).await? {

@@ -244,6 +244,14 @@ pub fn check_text(what: &str, text: &str) -> Result<()> {
 
 const MAX_TEXT: usize = 4096;
 
+/// What a caller is on the server, for review decisions.
+#[derive(Debug, Clone, Copy)]
+struct OnServer {
+    admin: bool,
+    /// A server admin, or a holder of `review` on the server.
+    reviewer: bool,
+}
+
 /// A campaign as listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReviewRecord {
@@ -460,20 +468,28 @@ impl AccessAdmin {
         Ok((record, lines))
     }
 
+    /// What the caller is on the server, decided once per request: a server admin, a reviewer
+    /// of the server.
+    async fn on_server(ctx: &RequestContext) -> Result<OnServer> {
+        let admin = ctx.is_server_admin().await?;
+        let reviewer = admin || ctx.holds(&Target::Server, Privilege::Review).await?.is_some();
+        Ok(OnServer { admin, reviewer })
+    }
+
     /// A campaign the caller may review (one it may not is answered as missing).
-    async fn visible_review(&self, ctx: &RequestContext, id: &str) -> Result<ReviewRecord> {
+    async fn visible_review(&self, ctx: &RequestContext, on_server: OnServer, id: &str) -> Result<ReviewRecord> {
         let missing = || CatalogError::NotFound {
             kind: crate::ObjectKind::AccessControl,
             message: format!("Access review does not exist: {id}"),
         };
         let record = self.access.review(id).await?.ok_or_else(missing)?;
-        if self.may_review(ctx, &record).await? { Ok(record) } else { Err(missing()) }
+        if self.may_review(ctx, on_server, &record).await? { Ok(record) } else { Err(missing()) }
     }
 
     /// Whether the caller reviews `record`'s scope (a scope that no longer resolves: server
     /// admins and reviewers of the server only).
-    async fn may_review(&self, ctx: &RequestContext, record: &ReviewRecord) -> Result<bool> {
-        if ctx.is_server_admin().await? || ctx.holds(&Target::Server, Privilege::Review).await?.is_some() {
+    async fn may_review(&self, ctx: &RequestContext, on_server: OnServer, record: &ReviewRecord) -> Result<bool> {
+        if on_server.reviewer {
             return Ok(true);
         }
         let Ok(scope) = record.scope.securable() else { return Ok(false) };
@@ -494,9 +510,10 @@ impl AccessAdmin {
 
     /// The campaigns the caller may review, newest first.
     pub async fn list_reviews(&self, ctx: &RequestContext) -> Result<Vec<ReviewRecord>> {
+        let on_server = Self::on_server(ctx).await?;
         let mut visible = Vec::new();
         for record in self.access.reviews().await? {
-            if self.may_review(ctx, &record).await? {
+            if self.may_review(ctx, on_server, &record).await? {
                 visible.push(record);
             }
         }
@@ -504,7 +521,7 @@ impl AccessAdmin {
     }
 
     pub async fn get_review(&self, ctx: &RequestContext, id: &str) -> Result<(ReviewRecord, Vec<ReviewLine>)> {
-        let record = self.visible_review(ctx, id).await?;
+        let record = self.visible_review(ctx, Self::on_server(ctx).await?, id).await?;
         let lines = self.access.review_lines(id).await?;
         Ok((record, lines))
     }
@@ -524,7 +541,8 @@ impl AccessAdmin {
                 check_text("comment", comment)?;
             }
         }
-        let record = self.visible_review(ctx, id).await?;
+        let on_server = Self::on_server(ctx).await?;
+        let record = self.visible_review(ctx, on_server, id).await?;
         if record.closed_at_ms.is_some() {
             return Err(CatalogError::Conflict(format!("access review {id} is closed")));
         }
@@ -551,8 +569,8 @@ impl AccessAdmin {
                 ReviewDecision::Attest => {}
                 ReviewDecision::RevokeGrant => {
                     // Where the grant is now (it follows its object through renames).
-                    if let Some(grant) = self.access.grant_by_id(&line.entry.grant_id).await?
-                        && !ctx.is_server_admin().await?
+                    if !on_server.admin
+                        && let Some(grant) = self.access.grant_by_id(&line.entry.grant_id).await?
                     {
                         if reserved_to_server_admins(grant.privilege, grant.securable.kind) {
                             return Err(CatalogError::Forbidden(format!(
@@ -579,8 +597,8 @@ impl AccessAdmin {
                              with the next token: revoke the grant, or change the groups at the provider"
                         )));
                     }
-                    if !ctx.is_server_admin().await? {
-                        if ctx.holds(&Target::Server, Privilege::Review).await?.is_none() {
+                    if !on_server.admin {
+                        if !on_server.reviewer {
                             return Err(CatalogError::Forbidden(
                                 "taking a principal out of a role takes all of the role's grants, anywhere: it needs \
                                  review on the server"
@@ -622,7 +640,7 @@ impl AccessAdmin {
     /// Closes a campaign: no decision after; its outcome (lines attested, revoked, undecided) is
     /// recorded.
     pub async fn close_review(&self, ctx: &RequestContext, id: &str) -> Result<ReviewRecord> {
-        let record = self.visible_review(ctx, id).await?;
+        let record = self.visible_review(ctx, Self::on_server(ctx).await?, id).await?;
         if record.closed_at_ms.is_some() {
             return Err(CatalogError::Conflict(format!("access review {id} is closed already")));
         }
@@ -634,8 +652,9 @@ impl AccessAdmin {
 
     /// What changed between campaign `id` and campaign `against`.
     pub async fn diff_reviews(&self, ctx: &RequestContext, id: &str, against: &str) -> Result<ReviewDiff> {
-        self.visible_review(ctx, id).await?;
-        self.visible_review(ctx, against).await?;
+        let on_server = Self::on_server(ctx).await?;
+        self.visible_review(ctx, on_server, id).await?;
+        self.visible_review(ctx, on_server, against).await?;
         let now: Vec<AccessLine> = self.access.review_lines(id).await?.into_iter().map(|l| l.entry).collect();
         let then: Vec<AccessLine> = self.access.review_lines(against).await?.into_iter().map(|l| l.entry).collect();
         Ok(diff(&now, &then))

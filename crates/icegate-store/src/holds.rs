@@ -7,7 +7,7 @@
 //! locks and deletes (the reference then fails, or the drop sees the hold); a hold on a container
 //! that commits after a drop read no hold is ordered after the drop, as if placed a moment later.
 
-use icegate_catalog::access::{SecurableRef, SecurableType};
+use icegate_catalog::access::SecurableRef;
 use icegate_catalog::holds::HoldRecord;
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::ident::NAMESPACE_SEPARATOR;
@@ -66,15 +66,9 @@ const HOLD_SELECT: &str = "SELECT h.id, h.securable_type, w.name AS warehouse, C
      LEFT JOIN namespaces tn ON tn.id = t.namespace_id";
 
 fn hold_from(row: &AnyRow) -> Result<HoldRecord> {
-    let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
     Ok(HoldRecord {
         id: row.try_get("id").map_err(db_error)?,
-        securable: SecurableRef {
-            kind: SecurableType::parse(&row.try_get::<String, _>("securable_type").map_err(db_error)?)?,
-            warehouse: Some(row.try_get("warehouse").map_err(db_error)?),
-            namespace: namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
-            name: row.try_get("tabular").map_err(db_error)?,
-        },
+        securable: crate::access::securable_of(row)?,
         reason: row.try_get("reason").map_err(db_error)?,
         placed_by: row.try_get("placed_by").map_err(db_error)?,
         placed_at_ms: row.try_get("placed_at").map_err(db_error)?,

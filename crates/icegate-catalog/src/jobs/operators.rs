@@ -41,17 +41,18 @@ impl Tasks<'_> {
         mut filter: TaskFilter,
         warehouse: Option<&str>,
     ) -> Result<Vec<TaskRecord>> {
+        let server_admin = ctx.is_server_admin().await?;
         match warehouse {
             Some(name) => {
                 let missing = || CatalogError::no_such_warehouse(name);
                 let warehouse_id = self.warehouse_id_of(name).await?.ok_or_else(missing)?;
-                if !ctx.is_server_admin().await? {
+                if !server_admin {
                     ctx.require(&Target::Warehouse { warehouse_id: warehouse_id.clone() }, Privilege::Admin, missing)
                         .await?;
                 }
                 filter.warehouse_id = Some(warehouse_id.as_str().to_owned());
             }
-            None if ctx.is_server_admin().await? => {}
+            None if server_admin => {}
             None => {
                 return Err(CatalogError::Forbidden(
                     "listing every task requires admin on the server; name a warehouse you administer".into(),

@@ -150,6 +150,9 @@ impl Catalog {
         swap: &MetadataSwap,
         expired: &[String],
     ) {
+        if expired.is_empty() {
+            return;
+        }
         // Nothing of a held table is deleted (its hold is checked now: one read, only for
         // commits that expire files).
         match self.store().legal_hold(&warehouse.id, &swap.namespace, &swap.id).await {

@@ -22,6 +22,12 @@ pub(crate) mod visible;
 
 use guard::SERVER_ADMINS;
 
+/// The encoded names of `namespace` and of each namespace above it (`a`, `a US b`, ...).
+pub(crate) fn ancestors_of(namespace: &NamespaceIdent) -> Vec<String> {
+    let levels = namespace.levels();
+    (1..=levels.len()).map(|n| levels[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
+}
+
 /// The byte range of names strictly below namespace `encoded`: `[encoded + US, encoded + ' ')`.
 pub(crate) fn below_range(encoded: &str) -> (String, String) {
     (format!("{encoded}{NAMESPACE_SEPARATOR}"), format!("{encoded}\u{20}"))
@@ -87,31 +93,35 @@ const GRANT_SELECT: &str = "SELECT g.id, r.name AS role, g.privilege, g.securabl
      LEFT JOIN warehouses w ON w.id = g.warehouse_id LEFT JOIN namespaces n ON n.id = g.namespace_id \
      LEFT JOIN tabulars t ON t.id = g.tabular_id LEFT JOIN namespaces tn ON tn.id = t.namespace_id";
 
-/// A grant as [`GRANT_SELECT`] reads it, with its securable's current names.
+/// A grant as [`GRANT_SELECT`] reads it (its securable: [`securable_of`]).
 #[derive(sqlx::FromRow)]
 struct GrantRow {
     id: String,
     role: String,
     privilege: String,
-    securable_type: String,
-    warehouse: Option<String>,
-    namespace: Option<String>,
-    tabular: Option<String>,
     expires_at: Option<i64>,
 }
 
+/// The securable a row names by its current names: columns `securable_type`, `warehouse`,
+/// `namespace` (encoded) and `tabular` (what grants, access lines and legal holds select).
+pub(crate) fn securable_of(row: &AnyRow) -> Result<SecurableRef> {
+    let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
+    Ok(SecurableRef {
+        kind: SecurableType::parse(&row.try_get::<String, _>("securable_type").map_err(db_error)?)?,
+        warehouse: row.try_get("warehouse").map_err(db_error)?,
+        namespace: namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
+        name: row.try_get("tabular").map_err(db_error)?,
+    })
+}
+
 fn grant_from(row: &AnyRow) -> Result<GrantRecord> {
+    let securable = securable_of(row)?;
     let row = GrantRow::from_row(row).map_err(db_error)?;
     Ok(GrantRecord {
         id: row.id,
         role: row.role,
         privilege: Privilege::parse(&row.privilege)?,
-        securable: SecurableRef {
-            kind: SecurableType::parse(&row.securable_type)?,
-            warehouse: row.warehouse,
-            namespace: row.namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?,
-            name: row.tabular,
-        },
+        securable,
         expires_at_ms: row.expires_at,
     })
 }
@@ -606,12 +616,7 @@ impl AccessStore for SqlStore {
         now: i64,
     ) -> Result<Vec<GrantRecord>> {
         let resolved = self.resolve(securable, object).await?;
-        let ancestors: Vec<String> = match &securable.namespace {
-            Some(ns) => {
-                (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
-            }
-            None => Vec::new(),
-        };
+        let ancestors = securable.namespace.as_ref().map(ancestors_of).unwrap_or_default();
         let placeholders: Vec<String> = (0..ancestors.len()).map(|i| format!("${}", i + 4)).collect();
         let namespace_clause = if ancestors.is_empty() {
             String::new()
@@ -648,11 +653,7 @@ impl AccessStore for SqlStore {
                 (Some(warehouse_id.as_str()), Some(namespace), Some((name.as_str(), *kind)))
             }
         };
-        let ancestors: Vec<String> = namespace
-            .map(|ns| {
-                (1..=ns.levels().len()).map(|n| ns.levels()[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
-            })
-            .unwrap_or_default();
+        let ancestors = namespace.map(ancestors_of).unwrap_or_default();
         let (below_lo, below_hi) = namespace.map(|ns| below_range(&ns.encoded())).unwrap_or_default();
         // $1 principal, $2 now, $3 warehouse, $4 namespace (encoded), $5 tabular name, $6 kind,
         // $7/$8 the name range strictly below the namespace, $9.. the namespace and its ancestors.

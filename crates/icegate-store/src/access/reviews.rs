@@ -2,31 +2,22 @@
 
 use icegate_catalog::access::{GrantRecord, Privilege, SecurableRef, SecurableType};
 use icegate_catalog::idempotency::WriteContext;
-use icegate_catalog::ident::NAMESPACE_SEPARATOR;
 use icegate_catalog::reviews::{
     AccessLine, GrantUse, Named, NewReview, ReviewDecision, ReviewLine, ReviewRecord, Revoked, implied,
 };
-use icegate_catalog::{CatalogError, NamespaceIdent, Result};
+use icegate_catalog::{CatalogError, Result};
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::guard::SERVER_GRANTS_NOT_BY_CLAIM;
-use super::{GRANT_SELECT, below_range, grant_from};
+use super::{GRANT_SELECT, ancestors_of, below_range, grant_from, securable_of};
 use crate::{SqlStore, db_error};
 
 /// Grant uses written per statement batch (each its own statement, in one transaction).
 const USE_BATCH: usize = 500;
 
-fn ancestors_of(namespace: &NamespaceIdent) -> Vec<String> {
-    let levels = namespace.levels();
-    (1..=levels.len()).map(|n| levels[..n].join(&NAMESPACE_SEPARATOR.to_string())).collect()
-}
-
 fn line_from(row: &AnyRow) -> Result<AccessLine> {
     let privilege = Privilege::parse(&row.try_get::<String, _>("privilege").map_err(db_error)?)?;
-    let kind = SecurableType::parse(&row.try_get::<String, _>("securable_type").map_err(db_error)?)?;
-    let namespace: Option<String> = row.try_get("namespace").map_err(db_error)?;
-    let namespace = namespace.map(|n| NamespaceIdent::parse_encoded(&n)).transpose()?;
     Ok(AccessLine {
         principal: row.try_get("principal").map_err(db_error)?,
         principal_id: row.try_get("principal_id").map_err(db_error)?,
@@ -35,12 +26,7 @@ fn line_from(row: &AnyRow) -> Result<AccessLine> {
         membership: row.try_get("membership").map_err(db_error)?,
         privilege: privilege.as_str().to_owned(),
         implies: implied(privilege),
-        securable: Named {
-            kind: kind.as_str().to_owned(),
-            warehouse: row.try_get("warehouse").map_err(db_error)?,
-            namespace: namespace.map(|n| n.levels().to_vec()),
-            name: row.try_get("tabular").map_err(db_error)?,
-        },
+        securable: Named::from(&securable_of(row)?),
         relation: String::new(),
         grant_id: row.try_get("grant_id").map_err(db_error)?,
         granted_at_ms: row.try_get("created_at").map_err(db_error)?,
