@@ -380,8 +380,14 @@ def test_a_purge_deletes_no_file_that_a_manifest_borrows_from_another_table(lab,
     borrower = catalog.create_table("purge6.borrower", schema=schema)
     borrower.add_files(victim_files)
     assert borrower.scan().to_arrow().num_rows == 3, "the borrower's manifest lists the victim's file"
+    borrower_dir = urllib.parse.urlsplit(borrower.metadata.location).path
     status, body = lab.call(lab.admin, "DELETE", f"{lab.tables('default', 'purge6')}/borrower?purgeRequested=true")
     assert status == 204, body
+    # The purge (a task) has run: the borrower's own directory is gone.
+    deadline = time.monotonic() + 30
+    while os.path.exists(borrower_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not os.path.exists(borrower_dir)
     for path in victim_files:
         assert os.path.exists(urllib.parse.urlsplit(path).path), path
     assert catalog.load_table("purge6.victim").scan().to_arrow().num_rows == 3

@@ -8,7 +8,9 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::AppState;
-use crate::routes::{access, audit, config, holds, namespaces, oauth, ops, reviews, tables, tasks, views, warehouses};
+use crate::routes::{
+    access, audit, config, holds, lifecycle, namespaces, oauth, ops, reviews, tables, tasks, views, warehouses,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -43,6 +45,7 @@ struct IcebergRestDoc;
         (name = "Access reviews", description = "Who can do what, and campaigns that attest or revoke it"),
         (name = "Legal holds", description = "What may not be dropped, purged or moved while a hold stands"),
         (name = "Tasks", description = "Background work the catalog runs: its progress, results and cancellation"),
+        (name = "Lifecycle", description = "Dropped tables and views: kept restorable for their hold, undropped, purged by tasks"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
 )]
@@ -175,6 +178,8 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(tasks::list_tasks))
         .routes(routes!(tasks::get_task))
         .routes(routes!(tasks::cancel_task))
+        .routes(routes!(lifecycle::list_deleted))
+        .routes(routes!(lifecycle::undrop))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

@@ -30,6 +30,18 @@ pub trait FileIo: Send + Sync + 'static {
     async fn read(&self, warehouse: &Warehouse, location: &str, max_bytes: u64) -> Result<Vec<u8>>;
     /// Deletes one file; a missing file is not an error.
     async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()>;
-    /// Deletes every file below `prefix` (a directory location) and returns how many.
-    async fn delete_prefix(&self, warehouse: &Warehouse, prefix: &str) -> Result<usize>;
+    /// Deletes at most `max_files` files below `prefix` (a directory location: `prefix/...`,
+    /// never a sibling such as `prefix-2/...`), and answers what went and whether nothing is left
+    /// below it. Object stores delete in bulk (S3 `DeleteObjects`, 1,000 keys a call); a local
+    /// directory is walked without following links (a link is removed, its target kept).
+    async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted>;
+}
+
+/// What one [`FileIo::delete_some_below`] call deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    pub files: u64,
+    pub bytes: u64,
+    /// Nothing is left below the prefix.
+    pub complete: bool,
 }

@@ -29,6 +29,7 @@ pub mod idempotency;
 pub mod ident;
 pub mod ids;
 pub mod jobs;
+pub mod lifecycle;
 pub mod metadata_cache;
 pub mod namespaces;
 pub mod pagination;

@@ -47,6 +47,11 @@ impl Namespaces<'_> {
         }
         let parent = namespace.parent();
         let (warehouse, _) = self.container_with(ctx, prefix, parent.as_ref(), Privilege::Create).await?;
+        // Lifecycle policy (how long drops stay restorable) is the administrators' to set.
+        if properties.keys().any(|k| crate::lifecycle::is_policy_key(k)) {
+            crate::lifecycle::check_namespace_properties(&properties)?;
+            self.container_with(ctx, prefix, parent.as_ref(), Privilege::Admin).await?;
+        }
         self.store().create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
         Ok((namespace, properties))
     }
@@ -90,6 +95,10 @@ impl Namespaces<'_> {
         removals: Vec<String>,
     ) -> Result<PropertiesChange> {
         let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Write).await?;
+        if updates.keys().chain(&removals).any(|k| crate::lifecycle::is_policy_key(k)) {
+            crate::lifecycle::check_namespace_properties(&updates)?;
+            self.namespace_with(ctx, prefix, namespace, Privilege::Admin).await?;
+        }
         let mut both: Vec<&str> = removals.iter().filter(|k| updates.contains_key(*k)).map(String::as_str).collect();
         if !both.is_empty() {
             both.sort_unstable();

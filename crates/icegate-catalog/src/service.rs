@@ -114,6 +114,7 @@ pub struct Catalog {
     two_person_holds: bool,
     /// The background task queue, for operators to see and cancel tasks (`None`: not served).
     tasks: Option<Arc<dyn crate::jobs::TaskStore>>,
+    lifecycle: crate::lifecycle::LifecycleDefaults,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -165,6 +166,7 @@ impl Catalog {
             clock: crate::clock::system(),
             strict: false,
             two_person_holds: false,
+            lifecycle: crate::lifecycle::LifecycleDefaults::default(),
             tasks: None,
         }
     }
@@ -191,6 +193,16 @@ impl Catalog {
     }
 
     /// The task queue operators read through the management API.
+    /// The server's lifecycle defaults (`lifecycle.*`).
+    pub fn with_lifecycle(mut self, defaults: crate::lifecycle::LifecycleDefaults) -> Self {
+        self.lifecycle = defaults;
+        self
+    }
+
+    pub(crate) fn lifecycle_defaults(&self) -> crate::lifecycle::LifecycleDefaults {
+        self.lifecycle
+    }
+
     pub fn with_task_store(mut self, tasks: Arc<dyn crate::jobs::TaskStore>) -> Self {
         self.tasks = Some(tasks);
         self

@@ -48,6 +48,25 @@ pub struct WarehouseSettings {
     /// (900-43200; `None`: the storage profile's session duration).
     #[serde(rename = "credentials.max-lifetime-seconds", default, skip_serializing_if = "Option::is_none")]
     pub credentials_max_lifetime_seconds: Option<u32>,
+    /// How long a dropped table or view stays restorable (`7d`; `0s`: a drop is final);
+    /// `None`: the server's `lifecycle.soft-delete.hold`. A namespace property of the same name
+    /// overrides it for the namespace's tables.
+    #[serde(
+        rename = "lifecycle.soft-delete.hold",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub soft_delete_hold: Option<std::time::Duration>,
+    /// How long a purge waits after its drop (undrop works meanwhile); `None`: the server's
+    /// `lifecycle.purge.delay`.
+    #[serde(
+        rename = "lifecycle.purge.delay",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub purge_delay: Option<std::time::Duration>,
 }
 
 fn yes() -> bool {
@@ -56,7 +75,12 @@ fn yes() -> bool {
 
 impl Default for WarehouseSettings {
     fn default() -> Self {
-        Self { audit_record_reads: true, credentials_max_lifetime_seconds: None }
+        Self {
+            audit_record_reads: true,
+            credentials_max_lifetime_seconds: None,
+            soft_delete_hold: None,
+            purge_delay: None,
+        }
     }
 }
 
@@ -113,6 +137,105 @@ pub struct Tabular {
 pub struct Dropped {
     pub tabular: Tabular,
     pub extra_locations: Vec<String>,
+    /// How it was kept as a deleted entry (restorable, or waiting for its purge), if it was.
+    pub kept: Option<SoftDelete>,
+}
+
+/// How a drop leaves a table or view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropOptions {
+    /// Until then (when credentials vended for it expire; 0: no lease) its locations stay out of
+    /// reach of other tables, views, staged creates and namespaces.
+    pub lease_until_ms: i64,
+    /// Kept as a deleted entry (soft delete); `None`: gone for good (unregisterTable, or a hold
+    /// of zero without a purge).
+    pub keep: Option<SoftDelete>,
+}
+
+impl DropOptions {
+    /// Gone for good, its locations leased until `lease_until_ms`.
+    pub fn final_drop(lease_until_ms: i64) -> Self {
+        Self { lease_until_ms, keep: None }
+    }
+}
+
+/// A drop that keeps the table or view restorable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SoftDelete {
+    /// Undrop works until then; with a purge, this is when the purge is due.
+    pub restorable_until_ms: i64,
+    /// A purge was asked for: its files are deleted from then on, by a `purge` task.
+    pub purge_due_ms: Option<i64>,
+}
+
+/// Where a deleted table or view is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletedState {
+    /// Restorable (until its hold ends, its purge starts, or it is superseded).
+    Deleted,
+    /// Its files are being deleted: it will not come back.
+    Purging,
+}
+
+impl DeletedState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Purging => "purging",
+        }
+    }
+}
+
+/// A dropped table or view the catalog still keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedTabular {
+    pub id: TabularId,
+    pub warehouse_id: WarehouseId,
+    pub namespace: NamespaceIdent,
+    pub name: String,
+    pub kind: TabularKind,
+    pub location: String,
+    pub extra_locations: Vec<String>,
+    pub metadata_location: String,
+    pub dropped_at_ms: i64,
+    pub dropped_by: String,
+    pub restorable_until_ms: i64,
+    pub purge_due_ms: Option<i64>,
+    pub state: DeletedState,
+    /// Why it can no longer be undropped, though its hold lasts.
+    pub superseded: Option<String>,
+}
+
+impl DeletedTabular {
+    /// Every location recorded for it: what a purge deletes below, and nothing else.
+    pub fn locations(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.location).chain(&self.extra_locations)
+    }
+
+    /// Why undrop cannot bring it back at `now_ms`; `None` when it can.
+    pub fn not_restorable(&self, now_ms: i64) -> Option<String> {
+        if let Some(why) = &self.superseded {
+            return Some(why.clone());
+        }
+        if self.state == DeletedState::Purging {
+            return Some("its purge has started".into());
+        }
+        if self.restorable_until_ms <= now_ms {
+            return Some(match self.purge_due_ms {
+                Some(_) => "its purge is due".into(),
+                None => "its hold period has ended".into(),
+            });
+        }
+        None
+    }
+}
+
+/// Which deleted entries a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct DeletedFilter {
+    /// Entries dropped before this one (by (dropped-at, id), newest first), for the next page.
+    pub before: Option<(i64, String)>,
+    pub limit: Option<i64>,
 }
 
 /// Where a table's or view's current metadata is, without the document itself.
@@ -338,9 +461,35 @@ pub trait TabularStore: Send + Sync {
         warehouse_id: &WarehouseId,
         tabular: (&NamespaceIdent, &str),
         kind: TabularKind,
-        lease_until_ms: i64,
+        options: DropOptions,
         expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>>;
+    /// The deleted tables and views of a warehouse the catalog still keeps, newest first.
+    async fn list_deleted(&self, warehouse_id: &WarehouseId, filter: &DeletedFilter) -> Result<Vec<DeletedTabular>>;
+    async fn deleted_tabular(&self, id: &TabularId) -> Result<Option<DeletedTabular>>;
+    /// Puts a deleted table or view back, as `to` (in an existing namespace), with the same id,
+    /// locations and metadata, and the grants on it whose roles still exist; answers it. Fails
+    /// (changing nothing) when it is no longer restorable at `now_ms` (`Conflict`, saying why),
+    /// the name is taken (`AlreadyExists`), the namespace is missing, or its locations overlap
+    /// another table's or view's by now.
+    async fn undrop_tabular(
+        &self,
+        write: &WriteContext,
+        id: &TabularId,
+        to: (&NamespaceIdent, &str),
+        now_ms: i64,
+    ) -> Result<Tabular>;
+    /// Marks a deleted entry as being purged (from then on it cannot be undropped or registered
+    /// again) and answers it; `None` when it is gone (undropped, expired) or superseded.
+    async fn begin_purge(&self, id: &TabularId) -> Result<Option<DeletedTabular>>;
+    /// Ends a purge: the entry goes, its locations stay leased only while credentials vended
+    /// for it may work.
+    async fn finish_purge(&self, write: &WriteContext, id: &TabularId, report: serde_json::Value) -> Result<()>;
+    /// Deleted entries without a pending purge whose hold ended before `now_ms` go (at most
+    /// `limit`); how many.
+    async fn expire_deleted(&self, now_ms: i64, limit: i64) -> Result<u64>;
+    /// Deleted entries waiting for a purge that is due (for the sweep to queue their purges).
+    async fn purges_due(&self, now_ms: i64, limit: i64) -> Result<Vec<DeletedTabular>>;
     /// The metadata location a table or view's row points at now, by id, read from the database
     /// (never from memory), `None` when the row is gone: how a commit whose swap failed learns
     /// what became of it, whatever the table is called by then.

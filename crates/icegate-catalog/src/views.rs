@@ -315,10 +315,10 @@ impl Views<'_> {
         let (namespace, name) = (&view.namespace, view.name.as_str());
         let decided = &mut [(Privilege::Drop, allowed)];
         let head = self.confirmed_head(ctx, &warehouse.id, (namespace, name), TabularKind::View, decided).await?;
-        // No credentials are vended for views: nothing to keep their locations for.
-        let lease = 0;
+        // No credentials are vended for views: no lease but while it is restorable.
+        let options = self.drop_options(&warehouse, namespace, false, 0).await?;
         self.store()
-            .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, lease, Some(&head.id))
+            .drop_tabular(&ctx.write(), &warehouse.id, (namespace, name), TabularKind::View, options, Some(&head.id))
             .await?
             .ok_or_else(|| CatalogError::no_such_view(view))?;
         // Grants follow objects: a view made anew under this name is another one.

@@ -17,8 +17,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use futures::TryStreamExt;
-use icegate_catalog::files::FileIo;
+use futures::{StreamExt, TryStreamExt};
+use icegate_catalog::files::{Deleted, FileIo};
 use icegate_catalog::storage::SecretCipher;
 use icegate_catalog::store::Warehouse;
 use icegate_catalog::{CatalogError, Result};
@@ -195,25 +195,30 @@ impl FileIo for ObjectStoreIo {
         }
     }
 
-    async fn delete_prefix(&self, warehouse: &Warehouse, prefix: &str) -> Result<usize> {
+    async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted> {
         let (store, path) = self.resolve(warehouse, prefix).await?;
         if prefix.starts_with("file://") {
             let (root, owned) = (warehouse.storage_root.as_str().to_owned(), prefix.to_owned());
-            return local_io("deleting", prefix, move || local::delete_below(&root, &owned)).await;
+            let (files, bytes, complete) =
+                local_io("deleting", prefix, move || local::delete_below(&root, &owned, max_files)).await?;
+            return Ok(Deleted { files: files as u64, bytes, complete });
         }
-        let files: Vec<Path> = store
-            .list(Some(&path))
-            .map_ok(|meta| meta.location)
-            .try_collect()
-            .await
-            .map_err(|e| io_error("listing", prefix, e))?;
-        for file in &files {
-            match store.delete(file).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        // `list` matches whole path segments: `prefix/...`, never `prefix-2/...`.
+        let listed: Vec<object_store::ObjectMeta> =
+            store.list(Some(&path)).take(max_files).try_collect().await.map_err(|e| io_error("listing", prefix, e))?;
+        let complete = listed.len() < max_files;
+        let bytes = listed.iter().map(|meta| meta.size).sum();
+        let files = listed.len() as u64;
+        let paths = futures::stream::iter(listed.into_iter().map(|meta| Ok(meta.location))).boxed();
+        // Bulk deletes (S3 DeleteObjects); a key already gone is not an error.
+        let mut results = store.delete_stream(paths);
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(io_error("deleting", prefix, e)),
             }
         }
-        Ok(files.len())
+        Ok(Deleted { files, bytes, complete })
     }
 }
 
@@ -257,8 +262,13 @@ mod tests {
         assert!(matches!(io.read(wh, &format!("{table}/data/x.parquet"), 3).await, Err(CatalogError::BadRequest(_))));
         assert!(matches!(io.read(wh, &format!("{table}/nope"), 4).await, Err(CatalogError::BadRequest(_))));
 
-        assert_eq!(io.delete_prefix(wh, &table).await.unwrap(), 2);
+        // In bounded batches: one file, then the rest.
+        let first = io.delete_some_below(wh, &table, 1).await.unwrap();
+        assert_eq!((first.files, first.complete), (1, false));
+        let rest = io.delete_some_below(wh, &table, 10).await.unwrap();
+        assert_eq!((rest.files, rest.complete, first.bytes + rest.bytes), (1, true, 6));
         assert!(!dir.path().join("ns/t1").exists(), "the table directory is gone");
+        assert_eq!(io.delete_some_below(wh, &table, 10).await.unwrap(), Deleted { files: 0, bytes: 0, complete: true });
         assert!(dir.path().join("ns/t10/keep.txt").exists(), "a sibling with a common name prefix survives");
         io.delete(wh, &format!("{table}/missing")).await.unwrap();
     }

@@ -134,60 +134,81 @@ pub(crate) fn delete(root: &str, location: &str) -> std::io::Result<()> {
     }
 }
 
-/// Deletes everything below the directory `location` without following links (a link is
-/// removed, its target kept), the directories emptied on the way and `location` itself;
-/// answers how many files and links went.
-pub(crate) fn delete_below(root: &str, location: &str) -> std::io::Result<usize> {
+/// Deletes up to `budget` files below the directory `location` without following links (a
+/// link is removed, its target kept), the directories emptied on the way and, once nothing is
+/// left, `location` itself; answers how many files and links went, their bytes, and whether
+/// nothing is left.
+pub(crate) fn delete_below(root: &str, location: &str, budget: usize) -> std::io::Result<(usize, u64, bool)> {
     let parts = components(root, location)?;
     let (name, parents) = parts.split_last().ok_or_else(|| std::io::Error::other("an empty location"))?;
-    let Some(parent) = open_dir(split_root(root), parents, false)? else { return Ok(0) };
+    let Some(parent) = open_dir(split_root(root), parents, false)? else { return Ok((0, 0, true)) };
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
     let dir = match rustix::fs::openat(&parent, *name, flags, Mode::empty()) {
         Ok(dir) => dir,
-        Err(Errno::NOENT) => return Ok(0),
+        Err(Errno::NOENT) => return Ok((0, 0, true)),
         Err(e) => return Err(errno(e)),
     };
-    let deleted = empty_dir(&dir)?;
+    let mut walk = Walk { budget, deleted: 0, bytes: 0 };
+    if !walk.empty_dir(&dir)? {
+        return Ok((walk.deleted, walk.bytes, false));
+    }
     match rustix::fs::unlinkat(&parent, *name, AtFlags::REMOVEDIR) {
         // Something may have been written meanwhile: it stays, with its directory.
-        Ok(()) | Err(Errno::NOENT) | Err(Errno::NOTEMPTY) => Ok(deleted),
+        Ok(()) | Err(Errno::NOENT) => Ok((walk.deleted, walk.bytes, true)),
+        Err(Errno::NOTEMPTY) => Ok((walk.deleted, walk.bytes, false)),
         Err(e) => Err(errno(e)),
     }
 }
 
-fn empty_dir(dir: &OwnedFd) -> std::io::Result<usize> {
-    let mut deleted = 0;
-    let mut names = Vec::new();
-    for entry in Dir::read_from(dir).map_err(errno)? {
-        let entry = entry.map_err(errno)?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(entry.file_name().to_owned());
-        }
-    }
-    for name in names {
-        let stat = match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(stat) => stat,
-            Err(Errno::NOENT) => continue,
-            Err(e) => return Err(errno(e)),
-        };
-        if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-            let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
-            let sub = rustix::fs::openat(dir, name.as_c_str(), flags, Mode::empty()).map_err(errno)?;
-            deleted += empty_dir(&sub)?;
-            match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR) {
-                Ok(()) | Err(Errno::NOENT) => {}
-                Err(e) => return Err(errno(e)),
-            }
-        } else {
-            match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()) {
-                Ok(()) => deleted += 1,
-                Err(Errno::NOENT) => {}
-                Err(e) => return Err(errno(e)),
+struct Walk {
+    budget: usize,
+    deleted: usize,
+    bytes: u64,
+}
+
+impl Walk {
+    /// Empties `dir` within the budget; whether it is empty.
+    fn empty_dir(&mut self, dir: &OwnedFd) -> std::io::Result<bool> {
+        let mut names = Vec::new();
+        for entry in Dir::read_from(dir).map_err(errno)? {
+            let entry = entry.map_err(errno)?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(entry.file_name().to_owned());
             }
         }
+        for name in names {
+            if self.deleted >= self.budget {
+                return Ok(false);
+            }
+            let stat = match rustix::fs::statat(dir, name.as_c_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(errno(e)),
+            };
+            if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
+                let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+                let sub = rustix::fs::openat(dir, name.as_c_str(), flags, Mode::empty()).map_err(errno)?;
+                if !self.empty_dir(&sub)? {
+                    return Ok(false);
+                }
+                match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::REMOVEDIR) {
+                    Ok(()) | Err(Errno::NOENT) => {}
+                    Err(e) => return Err(errno(e)),
+                }
+            } else {
+                match rustix::fs::unlinkat(dir, name.as_c_str(), AtFlags::empty()) {
+                    Ok(()) => {
+                        self.deleted += 1;
+                        self.bytes += u64::try_from(stat.st_size).unwrap_or(0);
+                    }
+                    Err(Errno::NOENT) => {}
+                    Err(e) => return Err(errno(e)),
+                }
+            }
+        }
+        Ok(true)
     }
-    Ok(deleted)
 }
 
 #[cfg(test)]
@@ -222,8 +243,9 @@ mod tests {
         rustix::fs::mkfifoat(rustix::fs::CWD, root.join("ns/t/fifo"), Mode::from_raw_mode(0o644)).unwrap();
         assert!(matches!(read(&root_url, &at("ns/t/fifo"), 1 << 20).unwrap(), Found::NotAFile));
         // A purge removes the links, never their targets.
-        let deleted = delete_below(&root_url, &at("ns/t")).unwrap();
+        let (deleted, _, complete) = delete_below(&root_url, &at("ns/t"), 1000).unwrap();
         assert_eq!(deleted, 6, "own.parquet, three links in data and at the top, the metadata link, the FIFO");
+        assert!(complete);
         assert_eq!(std::fs::read(root.join("ns/victim/data/v.parquet")).unwrap(), b"victim");
         assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"outside");
         assert!(!root.join("ns/t").exists(), "the table's directory went with its files");

@@ -9,8 +9,8 @@ use icegate_catalog::ids::{PrincipalId, TabularId, WarehouseId};
 use icegate_catalog::storage::StorageProfile;
 use icegate_catalog::store::prelude::*;
 use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats, PropertiesChange, SwapOutcome, Tabular,
-    TabularHead, TabularKind, Warehouse,
+    DeletedFilter, DeletedTabular, DropOptions, Dropped, MetadataSwap, NewTabular, Page, PageRequest, PoolStats,
+    PropertiesChange, SwapOutcome, Tabular, TabularHead, TabularKind, Warehouse,
 };
 use icegate_catalog::{NamespaceIdent, Properties, Result, StorageRoot, WarehouseName};
 
@@ -276,11 +276,41 @@ impl<F: Faults> TabularStore for FaultStore<F> {
         w: &WarehouseId,
         t: (&NamespaceIdent, &str),
         k: TabularKind,
-        lease_until_ms: i64,
+        options: DropOptions,
         expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>> {
         self.faults.before("drop_tabular").await?;
-        self.inner.drop_tabular(x, w, t, k, lease_until_ms, expected_id).await
+        self.inner.drop_tabular(x, w, t, k, options, expected_id).await
+    }
+    async fn list_deleted(&self, w: &WarehouseId, filter: &DeletedFilter) -> Result<Vec<DeletedTabular>> {
+        self.inner.list_deleted(w, filter).await
+    }
+    async fn deleted_tabular(&self, id: &TabularId) -> Result<Option<DeletedTabular>> {
+        self.inner.deleted_tabular(id).await
+    }
+    async fn undrop_tabular(
+        &self,
+        x: &WriteContext,
+        id: &TabularId,
+        to: (&NamespaceIdent, &str),
+        now_ms: i64,
+    ) -> Result<Tabular> {
+        self.faults.before("undrop_tabular").await?;
+        self.inner.undrop_tabular(x, id, to, now_ms).await
+    }
+    async fn begin_purge(&self, id: &TabularId) -> Result<Option<DeletedTabular>> {
+        self.faults.before("begin_purge").await?;
+        self.inner.begin_purge(id).await
+    }
+    async fn finish_purge(&self, x: &WriteContext, id: &TabularId, report: serde_json::Value) -> Result<()> {
+        self.faults.before("finish_purge").await?;
+        self.inner.finish_purge(x, id, report).await
+    }
+    async fn expire_deleted(&self, now_ms: i64, limit: i64) -> Result<u64> {
+        self.inner.expire_deleted(now_ms, limit).await
+    }
+    async fn purges_due(&self, now_ms: i64, limit: i64) -> Result<Vec<DeletedTabular>> {
+        self.inner.purges_due(now_ms, limit).await
     }
     async fn expire_location_holds(&self, now_ms: i64) -> Result<u64> {
         self.inner.expire_location_holds(now_ms).await

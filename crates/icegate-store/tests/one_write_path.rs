@@ -23,6 +23,16 @@ const NOT_CHANGES: &[(&str, &str)] = &[
     ("cancel", "the task queue's bookkeeping"),
     ("remove_ended_tasks", "the task queue's bookkeeping (the expiry job); no queued or running task is touched"),
     (
+        "start_purge",
+        "a deleted entry's purge begins (it can no longer be undropped): the purge task's bookkeeping; the \
+         drop that queued it was recorded, and so is the purge's end (end_purge, with a WriteContext)",
+    ),
+    (
+        "expire_deleted_entries",
+        "deleted entries whose hold ended without a purge are forgotten (the lifecycle sweep): their drop was \
+         recorded with its end of hold; no file is touched",
+    ),
+    (
         "store_grant_use",
         "when grants were last used: bookkeeping of decisions, written in batches, no change of the catalog",
     ),
@@ -35,6 +45,11 @@ const OWN_COMMITS: &[(&str, &str)] = &[
         "audit.rs",
         "records of requests that are not changes (reads, vends, refusals), appended in groups in transactions \
          of their own: they change nothing but the trail",
+    ),
+    (
+        "tabulars/deleted.rs",
+        "the bookkeeping of deleted entries without a WriteContext (a purge's start, the sweep's expiry; see \
+         NOT_CHANGES); undrop and a purge's end go through commit_write",
     ),
     (
         "group_commit.rs",

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::storage::StorageProfile;
-use icegate_catalog::store::{MetadataSwap, NewTabular, PageRequest, PropertiesChange, SwapOutcome, TabularKind};
+use icegate_catalog::store::{
+    DropOptions, MetadataSwap, NewTabular, PageRequest, PropertiesChange, SwapOutcome, TabularKind,
+};
 use icegate_catalog::{CatalogError, CatalogStore, NamespaceIdent, ObjectKind, Properties, StorageRoot, WarehouseName};
 use icegate_store::testing::{TestBackend, TestDatabase};
 
@@ -421,14 +423,25 @@ async fn staged_reservations_and_dropped_leases_keep_locations_while_credentials
     store.create_tabular(&a, &row("t", r#"{"table-uuid": "u1"}"#)).await.unwrap();
     // Dropped with a lease: kept from other tables and namespaces, and from the same table
     // registered again by anyone but the principal that dropped it.
-    store.drop_tabular(&a, &wh, (&ns("db"), "t"), TabularKind::Table, until, None).await.unwrap().unwrap();
+    store
+        .drop_tabular(&a, &wh, (&ns("db"), "t"), TabularKind::Table, DropOptions::final_drop(until), None)
+        .await
+        .unwrap()
+        .unwrap();
     refused(store.create_tabular(&a, &row("other", r#"{"table-uuid": "u2"}"#)).await.map(|_| ()));
     refused(store.create_namespace(&WriteContext::NONE, &wh, &child, &Properties::new()).await);
     refused(store.create_tabular(&b, &row("again", r#"{"table-uuid": "u1"}"#)).await.map(|_| ()));
     store.create_tabular(&a, &row("again", r#"{"table-uuid": "u1"}"#)).await.unwrap();
     // Leases do not hold a namespace: once its tables are gone it is dropped.
     store
-        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "again"), TabularKind::Table, until, None)
+        .drop_tabular(
+            &WriteContext::NONE,
+            &wh,
+            (&ns("db"), "again"),
+            TabularKind::Table,
+            DropOptions::final_drop(until),
+            None,
+        )
         .await
         .unwrap()
         .unwrap();

@@ -25,7 +25,54 @@ pub struct Config {
     pub storage: StorageConfig,
     pub governance: GovernanceConfig,
     pub audit: AuditConfig,
+    pub lifecycle: LifecycleConfig,
     pub log: LogConfig,
+}
+
+/// Table lifecycle run by the catalog (docs/lifecycle.md).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LifecycleConfig {
+    pub soft_delete: SoftDeleteConfig,
+    pub purge: PurgeConfig,
+    /// How often the lifecycle sweep runs: deleted entries past their hold go, due purges are
+    /// queued.
+    #[serde(with = "humantime_serde")]
+    pub sweep_interval: Duration,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            soft_delete: SoftDeleteConfig::default(),
+            purge: PurgeConfig::default(),
+            sweep_interval: Duration::from_secs(600),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SoftDeleteConfig {
+    /// How long a dropped table or view stays restorable (`0s`: drops are final). A warehouse
+    /// setting or namespace property `lifecycle.soft-delete.hold` overrides it.
+    #[serde(with = "humantime_serde")]
+    pub hold: Duration,
+}
+
+impl Default for SoftDeleteConfig {
+    fn default() -> Self {
+        Self { hold: Duration::from_secs(7 * 86_400) }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PurgeConfig {
+    /// How long the purge of a table dropped with `purgeRequested=true` waits (undrop works
+    /// meanwhile). A warehouse setting or namespace property `lifecycle.purge.delay` overrides it.
+    #[serde(with = "humantime_serde")]
+    pub delay: Duration,
 }
 
 /// The audit trail outside the database (docs/governance.md).
@@ -367,6 +414,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             governance: GovernanceConfig::default(),
             audit: AuditConfig::default(),
+            lifecycle: LifecycleConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -615,6 +663,17 @@ impl Config {
                 "invalid configuration: audit.retention removes records only after exporting them: set \
                  audit.checkpoint.location"
             );
+        }
+        if self.lifecycle.sweep_interval.is_zero() {
+            bail!("invalid configuration: lifecycle.sweep_interval must be positive");
+        }
+        for (key, period) in [
+            ("lifecycle.soft_delete.hold", self.lifecycle.soft_delete.hold),
+            ("lifecycle.purge.delay", self.lifecycle.purge.delay),
+        ] {
+            if period > icegate_catalog::lifecycle::MAX_PERIOD {
+                bail!("invalid configuration: {key} is at most 3650 days");
+            }
         }
         if self.audit.retention.is_some_and(|r| r.is_zero()) || self.audit.checkpoint.interval.is_zero() {
             bail!("invalid configuration: audit.retention and audit.checkpoint.interval must be positive");

@@ -463,8 +463,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         icegate_storage::ObjectStoreIo::with_cipher(cipher.clone(), storage_metrics.clone())
             .with_local_sync(config.storage.sync_local_files),
     );
+    let job_metrics = icegate_catalog::jobs::JobMetrics::default();
     let catalog = Catalog::new(store.clone(), storage.clone(), default_warehouse.clone())
-        .with_storage(cipher, storage)
+        .with_storage(cipher, storage.clone())
         .with_metadata_cache(config.catalog.metadata_cache_bytes)
         .with_commit_memory(config.catalog.commit_memory_bytes)
         .with_max_metadata_bytes(config.catalog.max_metadata_bytes)
@@ -474,6 +475,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_strict_governance(config.governance.strict)
         .with_two_person_holds(config.governance.hold.two_person)
         .with_task_store(tasks.clone())
+        .with_lifecycle(icegate_catalog::lifecycle::LifecycleDefaults {
+            soft_delete_hold: config.lifecycle.soft_delete.hold,
+            purge_delay: config.lifecycle.purge.delay,
+        })
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
@@ -532,7 +537,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let app = icegate_api::app(
         catalog,
         security,
-        Metrics::with_registrations(|registry| storage_metrics.register(registry)),
+        Metrics::with_registrations(|registry| {
+            storage_metrics.register(registry);
+            job_metrics.register(registry);
+        }),
         &HttpOptions {
             request_timeout: config.server.request_timeout,
             max_body_bytes: config.server.max_body_bytes,
@@ -545,6 +553,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // Background work: this replica's workers on the shared task queue.
     let runner = std::sync::Arc::new(
         icegate_catalog::jobs::Runner::new(tasks.clone(), clock.clone())
+            .with_metrics(job_metrics.clone())
+            .with_job(std::sync::Arc::new(icegate_catalog::jobs::purge::PurgeJob::new(
+                store.clone(),
+                storage.clone(),
+                job_metrics.clone(),
+            )))
+            .with_job(std::sync::Arc::new(icegate_catalog::jobs::lifecycle_sweep::LifecycleSweep::new(
+                store.clone(),
+                tasks.clone(),
+            )))
+            .every(
+                icegate_catalog::jobs::lifecycle_sweep::KIND,
+                config.lifecycle.sweep_interval,
+                "dropped tables past their hold are forgotten and due purges queued",
+            )
             .with_job(icegate_api::idempotency::expiry_job(store.clone(), config.catalog.idempotency_key_lifetime))
             .every(
                 icegate_catalog::jobs::idempotency_expiry::KIND,

@@ -8,6 +8,7 @@ pub mod access;
 pub mod audit;
 pub mod config;
 pub mod holds;
+pub mod lifecycle;
 pub mod namespaces;
 pub mod oauth;
 pub mod ops;

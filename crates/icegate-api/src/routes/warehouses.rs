@@ -45,6 +45,8 @@ impl From<Warehouse> for WarehouseResponse {
             settings: WarehouseSettingsBody {
                 audit_record_reads: w.settings.audit_record_reads,
                 credentials_max_lifetime_seconds: w.settings.credentials_max_lifetime_seconds,
+                soft_delete_hold: w.settings.soft_delete_hold.map(format_period),
+                purge_delay: w.settings.purge_delay.map(format_period),
             },
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
@@ -331,6 +333,19 @@ pub struct WarehouseSettingsBody {
     /// `static` vending, which no lifetime bounds.
     #[serde(rename = "credentials.max-lifetime-seconds", default, skip_serializing_if = "Option::is_none")]
     pub credentials_max_lifetime_seconds: Option<u32>,
+    /// How long a dropped table or view stays restorable (`7d`, `36h`; `0s`: drops are final;
+    /// absent: the server's `lifecycle.soft-delete.hold`). A namespace property of the same name
+    /// overrides it for the tables below that namespace.
+    #[serde(rename = "lifecycle.soft-delete.hold", default, skip_serializing_if = "Option::is_none")]
+    pub soft_delete_hold: Option<String>,
+    /// How long the purge of a table dropped with `purgeRequested=true` waits (undrop works
+    /// meanwhile; absent: the server's `lifecycle.purge.delay`, by default 0).
+    #[serde(rename = "lifecycle.purge.delay", default, skip_serializing_if = "Option::is_none")]
+    pub purge_delay: Option<String>,
+}
+
+fn format_period(period: std::time::Duration) -> String {
+    humantime_serde::re::humantime::format_duration(period).to_string()
 }
 
 fn default_true() -> bool {
@@ -365,6 +380,14 @@ pub async fn update_settings(
     let settings = icegate_catalog::store::WarehouseSettings {
         audit_record_reads: settings.audit_record_reads,
         credentials_max_lifetime_seconds: settings.credentials_max_lifetime_seconds,
+        soft_delete_hold: settings
+            .soft_delete_hold
+            .map(|v| icegate_catalog::lifecycle::parse_period(icegate_catalog::lifecycle::HOLD_PROPERTY, &v))
+            .transpose()?,
+        purge_delay: settings
+            .purge_delay
+            .map(|v| icegate_catalog::lifecycle::parse_period(icegate_catalog::lifecycle::PURGE_DELAY_PROPERTY, &v))
+            .transpose()?,
     };
     Ok(Json(state.catalog.warehouses().update_settings(&ctx, &name, settings).await?.into()))
 }

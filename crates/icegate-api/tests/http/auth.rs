@@ -502,6 +502,7 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/management/v1/access-reviews"), json!({"scope": {"warehouse": "default"}})),
         (("POST", "/management/v1/access-reviews/{id}/decisions"), json!({"decisions": [{"line": 1, "decision": "revoke-grant"}]})),
         (("POST", "/management/v1/legal-holds"), json!({"securable": {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "t1"}, "reason": "r"})),
+        (("POST", "/management/v1/warehouses/{name}/undrop"), json!({"namespace": ["db"], "name": "t1"})),
     ]
     .into_iter()
     .collect();

@@ -9,8 +9,10 @@
 //! [`Clock`](crate::clock::Clock), so their tests move a clock instead of waiting.
 
 pub mod idempotency_expiry;
+pub mod lifecycle_sweep;
 pub mod location_expiry;
 pub mod operators;
+pub mod purge;
 mod store;
 pub mod task_expiry;
 
@@ -25,6 +27,51 @@ use crate::clock::SharedClock;
 use crate::{CatalogError, RequestContext, Result};
 
 pub use store::{Finish, NewTask, Progress, TaskFilter, TaskRecord, TaskState, TaskStore};
+
+/// What the background work did, for the metrics endpoint: task failures by kind, and the files
+/// and bytes purges reclaimed. Clones share the counters.
+#[derive(Clone, Default)]
+pub struct JobMetrics {
+    failures: prometheus_client::metrics::family::Family<FailureLabels, prometheus_client::metrics::counter::Counter>,
+    reclaimed_files: prometheus_client::metrics::counter::Counter,
+    reclaimed_bytes: prometheus_client::metrics::counter::Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct FailureLabels {
+    kind: String,
+}
+
+impl JobMetrics {
+    pub fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+        registry.register(
+            "task_failures",
+            "Task runs that failed (retried later or failed for good), by kind",
+            self.failures.clone(),
+        );
+        registry.register("reclaimed_files", "Files deleted by purges and clean-ups", self.reclaimed_files.clone());
+        registry.register("reclaimed_bytes", "Bytes deleted by purges and clean-ups", self.reclaimed_bytes.clone());
+    }
+
+    pub fn failed(&self, kind: &str) {
+        self.failures.get_or_create(&FailureLabels { kind: kind.to_owned() }).inc();
+    }
+
+    pub fn reclaimed(&self, files: u64, bytes: u64) {
+        self.reclaimed_files.inc_by(files);
+        self.reclaimed_bytes.inc_by(bytes);
+    }
+
+    /// The failures counted for `kind` so far.
+    pub fn failures(&self, kind: &str) -> u64 {
+        self.failures.get_or_create(&FailureLabels { kind: kind.to_owned() }).get()
+    }
+
+    /// Files and bytes reclaimed so far.
+    pub fn reclaimed_so_far(&self) -> (u64, u64) {
+        (self.reclaimed_files.get(), self.reclaimed_bytes.get())
+    }
+}
 
 /// One kind of background work.
 #[async_trait::async_trait]
@@ -113,6 +160,7 @@ pub struct Runner {
     lease: Duration,
     poll: Duration,
     concurrency: usize,
+    metrics: JobMetrics,
 }
 
 impl Runner {
@@ -126,7 +174,14 @@ impl Runner {
             lease: Duration::from_secs(60),
             poll: Duration::from_secs(1),
             concurrency: 2,
+            metrics: JobMetrics::default(),
         }
+    }
+
+    /// Counts failed runs into `metrics`.
+    pub fn with_metrics(mut self, metrics: JobMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     pub fn with_job(mut self, job: Arc<dyn Job>) -> Self {
@@ -231,6 +286,7 @@ impl Runner {
                 match &finish {
                     Finish::Done(_) => tracing::info!(task = %run.record.id, kind = %run.record.kind, "task done"),
                     Finish::Failed(error) | Finish::Retry { error, .. } => {
+                        self.metrics.failed(&run.record.kind);
                         tracing::warn!(task = %run.record.id, kind = %run.record.kind, %error, "task failed")
                     }
                 }

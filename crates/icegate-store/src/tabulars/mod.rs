@@ -1,13 +1,15 @@
 //! Table and view rows: creation with location-overlap checks, compare-and-swap commits,
 //! drops, renames and listings.
 
+mod deleted;
 pub(crate) mod swap;
 
 use async_trait::async_trait;
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::ids::{PrincipalId, TabularId, WarehouseId};
 use icegate_catalog::store::{
-    Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome, Tabular, TabularHead, TabularKind, TabularStore,
+    DeletedFilter, DeletedTabular, DropOptions, Dropped, MetadataSwap, NewTabular, Page, PageRequest, SwapOutcome,
+    Tabular, TabularHead, TabularKind, TabularStore,
 };
 use icegate_catalog::{CatalogError, NamespaceIdent};
 use sqlx::any::AnyRow;
@@ -213,6 +215,9 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
             let mut owned = swap.extra_locations.clone();
             owned.extend(previous.filter(|old| *old != swap.location));
             record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
+            // A dropped table's metadata registered over this one: that entry is not undropped.
+            let as_what = format!("the table or view with id {}", swap.id);
+            deleted::supersede(&mut tx, &swap.warehouse_id, &uuid_of(&swap.metadata), &as_what, now).await?;
         }
     }
     // Only the COMMIT can apply the swaps: a connection lost before it leaves nothing behind.
@@ -248,9 +253,10 @@ async fn drop(
     store: &SqlStore,
     write: &WriteContext,
     (warehouse_id, namespace, name, kind): (&str, &NamespaceIdent, &str, TabularKind),
-    lease_until_ms: i64,
+    options: DropOptions,
     expected_id: Option<&str>,
 ) -> Result<Option<Dropped>, CatalogError> {
+    let lease_until_ms = options.lease_until_ms;
     let mut tx = store.begin_write().await?;
     // FOR UPDATE (PostgreSQL): a concurrent commit that moves the table's extra locations ends
     // before the locations below are read, so a purge sees the ones that were current.
@@ -284,18 +290,30 @@ async fn drop(
             .iter()
             .map(|r| r.try_get("location").map_err(db_error))
             .collect::<Result<_, _>>()?;
+    // Grants go with the row: a kept entry keeps them for undrop.
+    let grants = match options.keep {
+        Some(_) => deleted::grants_of(&mut tx, &id).await?,
+        None => Vec::new(),
+    };
     let row = sqlx::query(
         "DELETE FROM tabulars WHERE id = $1 \
-             RETURNING id, kind, location, metadata_location, metadata, metadata_gzip",
+             RETURNING id, kind, location, metadata_location, metadata, metadata_gzip, created_at",
     )
     .bind(&id)
     .fetch_one(&mut *tx)
     .await
     .map_err(db_error)?;
     let tabular = from_row(&row)?;
-    // Its locations stay out of reach of new tables, views and namespaces while credentials
-    // vended for them may still work.
-    if lease_until_ms > store.now_ms() {
+    if let Some(keep) = options.keep {
+        // Kept restorable: its row's values, locations and grants (deleted with the row) go to
+        // `deleted_tabulars`; its locations stay leased until it is restored, expires or is purged.
+        let now = store.now_ms();
+        let values = (&row, &tabular, extra.as_slice(), grants.as_slice());
+        deleted::keep(&mut tx, write, (warehouse_id, namespace, name, kind), values, keep, (lease_until_ms, now))
+            .await?;
+    } else if lease_until_ms > store.now_ms() {
+        // Its locations stay out of reach of new tables, views and namespaces while credentials
+        // vended for them may still work.
         // Expired leases are removed by the expiry job (`jobs::location_expiry`).
         let uuid = uuid_of(&tabular.metadata);
         for location in std::iter::once(&tabular.location).chain(&extra) {
@@ -313,14 +331,16 @@ async fn drop(
             .map_err(db_error)?;
         }
     }
-    let change = crate::audit::Change::tabular(
-        warehouse_id,
-        (namespace, name),
-        (&id, kind),
-        serde_json::json!({ "dropped": true, "metadata-location": tabular.metadata_location }),
-    );
+    let mut detail = serde_json::json!({ "dropped": true, "metadata-location": tabular.metadata_location });
+    if let Some(keep) = options.keep {
+        detail["restorable-until-ms"] = keep.restorable_until_ms.into();
+        if let Some(due) = keep.purge_due_ms {
+            detail["purge-due-ms"] = due.into();
+        }
+    }
+    let change = crate::audit::Change::tabular(warehouse_id, (namespace, name), (&id, kind), detail);
     store.commit_write_changed(tx, write, &change, db_error).await?;
-    Ok(Some(Dropped { tabular, extra_locations: extra }))
+    Ok(Some(Dropped { tabular, extra_locations: extra, kept: options.keep }))
 }
 
 async fn rename(
@@ -443,6 +463,8 @@ impl TabularStore for SqlStore {
             Err(e) => return Err(taken_or_failed(e, || already_exists(new.namespace, new.name))),
         }
         record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
+        let as_what = format!("{}.{}", new.namespace, new.name);
+        deleted::supersede(&mut tx, new.warehouse_id, &uuid, &as_what, self.now_ms()).await?;
         // The staged create's reservation of the locations the table took has served: the table
         // holds them now. Any other reservation stays until it expires.
         for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
@@ -533,25 +555,70 @@ impl TabularStore for SqlStore {
         warehouse_id: &WarehouseId,
         (namespace, name): (&NamespaceIdent, &str),
         kind: TabularKind,
-        lease_until_ms: i64,
+        options: DropOptions,
         expected_id: Option<&TabularId>,
     ) -> Result<Option<Dropped>, CatalogError> {
         let Some(heads) = self.heads.clone() else {
             let expected_id = expected_id.map(|id| id.as_str());
-            return drop(self, write, (warehouse_id.as_str(), namespace, name, kind), lease_until_ms, expected_id)
-                .await;
+            return drop(self, write, (warehouse_id.as_str(), namespace, name, kind), options, expected_id).await;
         };
         let expected_id = expected_id.cloned();
         let (store, write, warehouse_id, namespace, name) =
             (self.clone(), write.clone(), warehouse_id.to_owned(), namespace.clone(), name.to_owned());
         icegate_catalog::detach::run_to_completion(async move {
             let dropped =
-                drop(&store, &write, (&warehouse_id, &namespace, &name, kind), lease_until_ms, expected_id.as_deref())
-                    .await;
+                drop(&store, &write, (&warehouse_id, &namespace, &name, kind), options, expected_id.as_deref()).await;
             heads.forget_key(&heads::key(&warehouse_id, &namespace, &name, kind));
             dropped
         })
         .await?
+    }
+
+    async fn list_deleted(
+        &self,
+        warehouse_id: &WarehouseId,
+        filter: &DeletedFilter,
+    ) -> Result<Vec<DeletedTabular>, CatalogError> {
+        self.list_deleted_entries(warehouse_id, filter).await
+    }
+
+    async fn deleted_tabular(&self, id: &TabularId) -> Result<Option<DeletedTabular>, CatalogError> {
+        self.deleted_entry(id).await
+    }
+
+    async fn undrop_tabular(
+        &self,
+        write: &WriteContext,
+        id: &TabularId,
+        to: (&NamespaceIdent, &str),
+        now_ms: i64,
+    ) -> Result<Tabular, CatalogError> {
+        let restored = self.undrop(write, id, to, now_ms).await?;
+        if let Some(heads) = &self.heads {
+            heads.forget_ids(std::iter::once(id.as_str()));
+        }
+        Ok(restored)
+    }
+
+    async fn begin_purge(&self, id: &TabularId) -> Result<Option<DeletedTabular>, CatalogError> {
+        self.start_purge(id).await
+    }
+
+    async fn finish_purge(
+        &self,
+        write: &WriteContext,
+        id: &TabularId,
+        report: serde_json::Value,
+    ) -> Result<(), CatalogError> {
+        self.end_purge(write, id, report).await
+    }
+
+    async fn expire_deleted(&self, now_ms: i64, limit: i64) -> Result<u64, CatalogError> {
+        self.expire_deleted_entries(now_ms, limit).await
+    }
+
+    async fn purges_due(&self, now_ms: i64, limit: i64) -> Result<Vec<DeletedTabular>, CatalogError> {
+        self.due_purges(now_ms, limit).await
     }
 
     /// Every location recorded for a table or view: its base location and the others it owns.

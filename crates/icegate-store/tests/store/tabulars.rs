@@ -101,7 +101,7 @@ pub(crate) async fn extra_locations_take_part_in_the_overlap_check(db: TestDatab
     let expected = ["file:///w/db/b", "file:///w/db/b-moved", "file:///w/shared/b-data", "file:///w/shared/b-data-2"];
     assert_eq!(recorded, expected.iter().map(|l| l.to_string()).collect());
     let dropped = store
-        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "b"), TabularKind::Table, 0, None)
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "b"), TabularKind::Table, DropOptions::final_drop(0), None)
         .await
         .unwrap()
         .unwrap();
@@ -109,7 +109,7 @@ pub(crate) async fn extra_locations_take_part_in_the_overlap_check(db: TestDatab
     table_with(store, &wh, "c", "file:///w/db/c", &["file:///w/shared/b-data".to_owned()]).await.unwrap();
     // Dropping a table releases its extra locations, and says which they were (for a purge).
     let dropped = store
-        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "a"), TabularKind::Table, 0, None)
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "a"), TabularKind::Table, DropOptions::final_drop(0), None)
         .await
         .unwrap()
         .unwrap();
@@ -235,7 +235,7 @@ pub(crate) async fn a_document_stored_compressed_reads_back_as_its_text(db: Test
     again.metadata_gzip = Some(gzip.into());
     store.swap_metadata(&WriteContext::NONE, &[again]).await.unwrap();
     let dropped = store
-        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "t"), TabularKind::Table, 0, None)
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "t"), TabularKind::Table, DropOptions::final_drop(0), None)
         .await
         .unwrap()
         .unwrap();
@@ -333,7 +333,14 @@ pub(crate) async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     let err = store.drop_namespace(&WriteContext::NONE, &wh, &ns("other")).await.unwrap_err();
     assert!(matches!(err, CatalogError::NamespaceNotEmpty(_)), "{err:?}");
     let dropped = store
-        .drop_tabular(&WriteContext::NONE, &wh, (&ns("other"), "moved"), TabularKind::Table, 0, None)
+        .drop_tabular(
+            &WriteContext::NONE,
+            &wh,
+            (&ns("other"), "moved"),
+            TabularKind::Table,
+            DropOptions::final_drop(0),
+            None,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -341,7 +348,14 @@ pub(crate) async fn tabulars_are_renamed_and_dropped(db: TestDatabase) {
     assert!(dropped.extra_locations.is_empty());
     assert!(
         store
-            .drop_tabular(&WriteContext::NONE, &wh, (&ns("other"), "moved"), TabularKind::Table, 0, None)
+            .drop_tabular(
+                &WriteContext::NONE,
+                &wh,
+                (&ns("other"), "moved"),
+                TabularKind::Table,
+                DropOptions::final_drop(0),
+                None
+            )
             .await
             .unwrap()
             .is_none()
@@ -376,7 +390,11 @@ pub(crate) async fn heads_follow_every_write(db: TestDatabase) {
         .unwrap();
     assert!(head("t").await.is_none());
     assert_eq!(head("u").await.unwrap().id, id);
-    store.drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "u"), TabularKind::Table, 0, None).await.unwrap().unwrap();
+    store
+        .drop_tabular(&WriteContext::NONE, &wh, (&ns("db"), "u"), TabularKind::Table, DropOptions::final_drop(0), None)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(head("u").await.is_none());
     let again = table(store, &wh, "u", "file:///w/db/u2").await.unwrap();
     assert_eq!(head("u").await.unwrap().id, again, "a re-created table is the new one");
