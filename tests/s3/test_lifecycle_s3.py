@@ -1,0 +1,59 @@
+"""Soft delete and purges on S3 (moto_server with IAM enforcement, see moto_enforcing.py): a
+purged table's objects are deleted by the purge task (bulk DeleteObjects) and a neighbour whose
+prefix shares the table's name keeps every object; a table dropped without purge keeps its
+objects and, undropped, is read again with freshly vended credentials."""
+
+import time
+
+import pyarrow as pa
+from pyiceberg.catalog import load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from harness import ADMIN_ID, ADMIN_SECRET, BUCKET, call, catalog, moto  # noqa: F401
+
+SCHEMA = Schema(NestedField(1, "id", LongType(), required=False))
+
+
+def keys(moto, prefix):
+    s3 = moto.client("s3", *moto.icegate_keys)
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def test_a_purge_deletes_the_tables_objects_and_an_undrop_brings_one_back(catalog, moto):  # noqa: F811
+    server, token = catalog
+    client = load_catalog(
+        "s3", type="rest", uri=server.uri, warehouse="lake", credential=f"{ADMIN_ID}:{ADMIN_SECRET}",
+        **{"header.X-Iceberg-Access-Delegation": "vended-credentials"},
+    )
+    client.create_namespace("lc")
+    base = f"s3://{BUCKET}/warehouse/lc"
+    doomed = client.create_table("lc.doomed", schema=SCHEMA, location=f"{base}/doomed")
+    neighbour = client.create_table("lc.neighbour", schema=SCHEMA, location=f"{base}/doomed-2")
+    for batch in range(3):
+        doomed.append(pa.table({"id": pa.array([batch], pa.int64())}))
+    neighbour.append(pa.table({"id": pa.array([7, 8], pa.int64())}))
+    assert len(keys(moto, "warehouse/lc/doomed/")) >= 9
+    neighbours = keys(moto, "warehouse/lc/doomed-2/")
+
+    client.purge_table("lc.doomed")
+    deadline = time.monotonic() + 30
+    while keys(moto, "warehouse/lc/doomed/") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert keys(moto, "warehouse/lc/doomed/") == []
+    assert keys(moto, "warehouse/lc/doomed-2/") == neighbours
+
+    # Dropped without purge: its objects stay, and undrop brings it back, readable.
+    client.drop_table("lc.neighbour")
+    try:
+        client.load_table("lc.neighbour")
+        raise AssertionError("a dropped table loaded")
+    except NoSuchTableError:
+        pass
+    assert keys(moto, "warehouse/lc/doomed-2/") == neighbours
+    status, body = call(server, token, "POST", "/management/v1/warehouses/lake/undrop", {"namespace": ["lc"], "name": "neighbour"})
+    assert status == 200, body
+    back = client.load_table("lc.neighbour")
+    assert sorted(back.scan().to_arrow()["id"].to_pylist()) == [7, 8]
