@@ -44,3 +44,7 @@ CREATE INDEX deleted_tabulars_expiry_idx ON deleted_tabulars (restorable_until);
 
 ALTER TABLE location_leases ADD COLUMN deleted_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX location_leases_deleted_idx ON location_leases (deleted_id);
+
+-- A task queued with `rerun_if_running` whose key was held by a running task asks that task for
+-- one more run, due then: queued when it ends (a change made while it ran is not missed).
+ALTER TABLE tasks ADD COLUMN rerun_at BIGINT;

@@ -31,3 +31,4 @@ CREATE INDEX deleted_tabulars_expiry_idx ON deleted_tabulars (restorable_until);
 
 ALTER TABLE location_leases ADD COLUMN deleted_id TEXT NOT NULL DEFAULT '';
 CREATE INDEX location_leases_deleted_idx ON location_leases (deleted_id);
+ALTER TABLE tasks ADD COLUMN rerun_at INTEGER;

@@ -176,15 +176,45 @@ def test_a_purge_delay_keeps_the_files_and_undrop_brings_the_table_back(lifecycl
     assert any(table_dir.rglob("*.parquet")), "nothing is deleted before the purge is due"
     undrop(lifecycle, token, {"namespace": ["db"], "name": "kept"})
     assert catalog.load_table("db.kept").scan().to_arrow().num_rows == 2
-    # The purge that was queued finds nothing to do and deletes nothing.
-    admin_call(lifecycle, token, "POST", f"/management/v1/tasks/{task['id']}/cancel")
+    # The purge that was queued is called off; a second drop with purge waits its own delay.
+    assert admin_call(lifecycle, token, "GET", f"/management/v1/tasks/{task['id']}")["state"] == "cancelled"
+    catalog.purge_table("db.kept")
+    (second,) = deleted(lifecycle, token)
+    (queued,) = [t for t in purge_tasks(lifecycle, token) if t["state"] == "queued"]
+    assert queued["not-before-ms"] == second["purge-due-ms"] > entry["purge-due-ms"], (queued, second, entry)
+    undrop(lifecycle, token, {"namespace": ["db"], "name": "kept"})
     assert any(table_dir.rglob("*.parquet"))
+
+    # Moving a table out from under its namespace's longer purge delay takes admin there.
+    catalog.create_namespace("scratch")
+    mover_token, _ = principal(
+        lifecycle, token, "mover", "movers", "create", {"type": "namespace", "warehouse": "default", "namespace": ["scratch"]},
+    )
+    admin_call(lifecycle, token, "POST", "/management/v1/grants", {
+        "role": "movers", "privilege": "drop",
+        "securable": {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "kept"}})
+    admin_call(lifecycle, token, "POST", "/management/v1/grants", {
+        "role": "movers", "privilege": "read",
+        "securable": {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "kept"}})
+    prefix = admin_call(lifecycle, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
+    scratch = f"/v1/{prefix}/namespaces/scratch/properties"
+    admin_call(lifecycle, token, "POST", scratch, {"updates": {"lifecycle.purge.delay": "0s"}})
+    move = {"source": {"namespace": ["db"], "name": "kept"}, "destination": {"namespace": ["scratch"], "name": "kept"}}
+    assert status_of(lifecycle, mover_token, "POST", f"/v1/{prefix}/tables/rename", move) == 403
+    assert catalog.list_tables("scratch") == []
+    # The same move under the same delay is the mover's to make.
+    admin_call(lifecycle, token, "POST", scratch, {"removals": ["lifecycle.purge.delay"]})
+    assert status_of(lifecycle, mover_token, "POST", f"/v1/{prefix}/tables/rename", move) == 200
+    move = {"source": move["destination"], "destination": move["source"]}
+    admin_call(lifecycle, token, "POST", f"/v1/{prefix}/tables/rename", move)
+    # A table's uuid is not another's: assign-uuid to a new one is refused.
+    commit = {"requirements": [], "updates": [{"action": "assign-uuid", "uuid": "00000000-0000-4000-8000-000000000001"}]}
+    assert status_of(lifecycle, token, "POST", f"/v1/{prefix}/namespaces/db/tables/kept", commit) == 400
 
     # A namespace's own hold of zero makes its drops final; setting it takes admin there.
     writer_token, _ = principal(
         lifecycle, token, "writer", "writers", "write", {"type": "namespace", "warehouse": "default", "namespace": ["db"]},
     )
-    prefix = admin_call(lifecycle, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
     update = {"updates": {"lifecycle.soft-delete.hold": "0s"}}
     path = f"/v1/{prefix}/namespaces/db/properties"
     assert status_of(lifecycle, writer_token, "POST", path, update) == 403
@@ -251,3 +281,95 @@ def test_two_replicas_purge_many_tables_each_exactly_once(tmp_path, backend):
     finally:
         first.stop()
         second.stop()
+
+
+def files_under(directory):
+    return {str(p) for p in Path(directory).rglob("*") if p.is_file() and not p.name.endswith(".metadata.json")}
+
+
+def needed_by(table):
+    """Every file the table's snapshots reach: manifest lists, manifests, every entry's file."""
+    needed = set()
+    for snapshot in table.snapshots():
+        needed.add(str(local(snapshot.manifest_list)))
+        for manifest in snapshot.manifests(table.io):
+            needed.add(str(local(manifest.manifest_path)))
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                needed.add(str(local(entry.data_file.file_path)))
+    return needed
+
+
+def expiry_tasks(server, token, state="done"):
+    path = f"/management/v1/tasks?kind=expire-snapshots&state={state}&pageSize=1000"
+    return admin_call(server, token, "GET", path)["tasks"]
+
+
+def test_the_catalog_expires_snapshots_by_the_tables_policy(lifecycle):
+    token = admin_token(lifecycle)
+    catalog = admin_catalog(lifecycle)
+    catalog.create_namespace("db")
+    policy = {"history.expire.max-snapshot-age-ms": "1000", "history.expire.min-snapshots-to-keep": "3"}
+    table = catalog.create_table("db.events", schema=SCHEMA, properties=policy)
+    sibling = catalog.create_table("db.events_2", schema=SCHEMA)
+    sibling.append(rows([100]))
+    sibling_files = files_under(local(sibling.metadata.location))
+    for i in range(6):
+        table.append(rows([i]))
+    table.overwrite(rows([42, 43]))
+    history = [s.snapshot_id for s in table.snapshots()]
+    assert len(history) == 8, "six appends, and an overwrite's delete and append"
+    table_dir = local(table.metadata.location)
+
+    # The commits queued the expiry; it runs once the snapshots are a second old, without a client.
+    (task,) = wait_for(lambda: expiry_tasks(lifecycle, token), "the catalog's snapshot expiry", seconds=60)
+    assert task["result"]["expired-snapshots"] == 5 and task["result"]["files"] > 0, task
+    table = catalog.load_table("db.events")
+    kept = [s.snapshot_id for s in table.snapshots()]
+    assert kept == history[-3:], (kept, history)
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [42, 43]
+    assert sorted(table.scan(snapshot_id=kept[0]).to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4, 5]
+    assert table.snapshot_by_id(history[0]) is None, "time travel to an expired snapshot finds none"
+    # Exactly the files the retained snapshots need are left; the sibling's are all there.
+    assert files_under(table_dir) == needed_by(table)
+    assert files_under(local(sibling.metadata.location)) == sibling_files
+    assert task["result"]["kept-foreign-files"] == 0
+
+    # Appends keep coming while expiries run: none is lost, and the expiry keeps up.
+    for i in range(8):
+        catalog.load_table("db.events").append(rows([100 + i]))
+        time.sleep(0.3)
+    wait_for(
+        lambda: len(catalog.load_table("db.events").snapshots()) == 3
+        and not expiry_tasks(lifecycle, token, "queued") and not expiry_tasks(lifecycle, token, "running"),
+        "the expiry to catch up", seconds=90,
+    )
+    table = catalog.load_table("db.events")
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [42, 43] + list(range(100, 108))
+    present, needed = files_under(table_dir), needed_by(table)
+    assert present == needed, (sorted(present - needed), sorted(needed - present))
+    # gc.enabled=false: nothing is expired, whatever the age.
+    table.transaction().set_properties({"gc.enabled": "false"}).commit_transaction()
+    for i in range(3):
+        catalog.load_table("db.events").append(rows([200 + i]))
+    time.sleep(3)
+    assert len(catalog.load_table("db.events").snapshots()) == 6, "three kept, three new"
+
+
+def test_expiry_never_deletes_a_file_another_table_owns(lifecycle):
+    token = admin_token(lifecycle)
+    catalog = admin_catalog(lifecycle)
+    catalog.create_namespace("db")
+    victim = catalog.create_table("db.victim", schema=SCHEMA)
+    victim.append(rows([1, 2, 3]))
+    victim_files = [task.file.file_path for task in victim.scan().plan_files()]
+    policy = {"history.expire.max-snapshot-age-ms": "1000", "history.expire.min-snapshots-to-keep": "1"}
+    borrower = catalog.create_table("db.borrower", schema=SCHEMA, properties=policy)
+    borrower.add_files(victim_files)
+    assert borrower.scan().to_arrow().num_rows == 3, "the borrower's manifest lists the victim's file"
+    borrower.overwrite(rows([9]))
+    (task,) = wait_for(lambda: expiry_tasks(lifecycle, token), "the borrower's expiry", seconds=60)
+    assert task["result"]["expired-snapshots"] >= 1 and task["result"]["kept-foreign-files"] >= 1, task
+    for path in victim_files:
+        assert local(path).exists(), path
+    assert catalog.load_table("db.victim").scan().to_arrow().num_rows == 3
+    assert catalog.load_table("db.borrower").scan().to_arrow()["id"].to_pylist() == [9]

@@ -57,3 +57,35 @@ def test_a_purge_deletes_the_tables_objects_and_an_undrop_brings_one_back(catalo
     assert status == 200, body
     back = client.load_table("lc.neighbour")
     assert sorted(back.scan().to_arrow()["id"].to_pylist()) == [7, 8]
+
+
+def test_the_catalog_expires_snapshots_on_s3(catalog, moto):  # noqa: F811
+    server, token = catalog
+    client = load_catalog(
+        "s3", type="rest", uri=server.uri, warehouse="lake", credential=f"{ADMIN_ID}:{ADMIN_SECRET}",
+        **{"header.X-Iceberg-Access-Delegation": "vended-credentials"},
+    )
+    client.create_namespace("expiry")
+    policy = {"history.expire.max-snapshot-age-ms": "1000", "history.expire.min-snapshots-to-keep": "1"}
+    table = client.create_table("expiry.t", schema=SCHEMA, location=f"s3://{BUCKET}/warehouse/expiry/t", properties=policy)
+    for i in range(4):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}))
+    table.overwrite(pa.table({"id": pa.array([7], pa.int64())}))
+    def settled():
+        active = [
+            t for state in ("queued", "running")
+            for t in call(server, token, "GET", f"/management/v1/tasks?kind=expire-snapshots&state={state}&warehouse=lake")[1]["tasks"]
+        ]
+        return not active and len(client.load_table("expiry.t").snapshots()) == 1
+
+    deadline = time.monotonic() + 60
+    while not settled() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    table = client.load_table("expiry.t")
+    assert len(table.snapshots()) == 1 and table.scan().to_arrow()["id"].to_pylist() == [7]
+    needed = {table.snapshots()[0].manifest_list}
+    for manifest in table.snapshots()[0].manifests(table.io):
+        needed.add(manifest.manifest_path)
+        needed.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False))
+    present = {f"s3://{BUCKET}/{key}" for key in keys(moto, "warehouse/expiry/t/") if not key.endswith(".metadata.json")}
+    assert present == needed, (sorted(present - needed), sorted(needed - present))

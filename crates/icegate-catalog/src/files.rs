@@ -35,6 +35,14 @@ pub trait FileIo: Send + Sync + 'static {
     /// below it. Object stores delete in bulk (S3 `DeleteObjects`, 1,000 keys a call); a local
     /// directory is walked without following links (a link is removed, its target kept).
     async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted>;
+    /// Deletes these files (in bulk where the store can: S3 `DeleteObjects`); a missing file is
+    /// not an error.
+    async fn delete_many(&self, warehouse: &Warehouse, locations: &[String]) -> Result<()> {
+        for location in locations {
+            self.delete(warehouse, location).await?;
+        }
+        Ok(())
+    }
 }
 
 /// What one [`FileIo::delete_some_below`] call deleted.

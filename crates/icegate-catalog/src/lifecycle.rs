@@ -247,6 +247,21 @@ impl Lifecycle<'_> {
             self.store().undrop_tabular(&ctx.write(), &entry.id, (&namespace, &name), self.clock().now_ms()).await?;
         // Grants came back with it: decisions cached without them are stale.
         ctx.access_changed();
+        // A purge queued for it is called off (a later drop with purge queues its own, due
+        // then); one that runs anyway finds no entry, or one not yet due, and deletes nothing.
+        if let Some(queue) = self.task_store() {
+            let filter = crate::jobs::TaskFilter {
+                kind: Some(PURGE_KIND.into()),
+                state: Some(crate::jobs::TaskState::Queued),
+                warehouse_id: Some(warehouse.id.as_str().to_owned()),
+                ..Default::default()
+            };
+            for task in queue.list_tasks(&filter).await? {
+                if task.tabular_id.as_deref() == Some(entry.id.as_str()) {
+                    queue.cancel(&task.id, self.clock().now_ms()).await?;
+                }
+            }
+        }
         Ok((entry, restored))
     }
 

@@ -195,6 +195,32 @@ impl FileIo for ObjectStoreIo {
         }
     }
 
+    async fn delete_many(&self, warehouse: &Warehouse, locations: &[String]) -> Result<()> {
+        let Some(first) = locations.first() else { return Ok(()) };
+        if first.starts_with("file://") {
+            for location in locations {
+                self.delete(warehouse, location).await?;
+            }
+            return Ok(());
+        }
+        let mut store = None;
+        let mut paths = Vec::with_capacity(locations.len());
+        for location in locations {
+            let (resolved, path) = self.resolve(warehouse, location).await?;
+            store.get_or_insert(resolved);
+            paths.push(Ok(path));
+        }
+        let Some(store) = store else { return Ok(()) };
+        let mut results = store.delete_stream(futures::stream::iter(paths).boxed());
+        while let Some(result) = results.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(io_error("deleting", first, e)),
+            }
+        }
+        Ok(())
+    }
+
     async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted> {
         let (store, path) = self.resolve(warehouse, prefix).await?;
         if prefix.starts_with("file://") {

@@ -92,6 +92,20 @@ impl TaskStore for SqlStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
+        if row.is_none()
+            && task.rerun_if_running
+            && let Some(key) = &task.dedupe_key
+        {
+            sqlx::query(
+                "UPDATE tasks SET rerun_at = CASE WHEN rerun_at IS NULL OR rerun_at > $2 THEN $2 ELSE rerun_at END \
+                 WHERE dedupe_key = $1 AND state = 'running'",
+            )
+            .bind(key)
+            .bind(task.not_before_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        }
         row.as_ref().map(task_from).transpose()
     }
 
@@ -202,7 +216,24 @@ impl TaskStore for SqlStore {
             .bind(now_ms)
             .bind(*not_before_ms),
         };
-        let done = query.execute(&self.pool).await.map_err(db_error)?;
+        let mut tx = self.begin_write().await?;
+        let done = query.execute(&mut *tx).await.map_err(db_error)?;
+        if done.rows_affected() == 1 && !matches!(outcome, Finish::Retry { .. }) {
+            // The rerun asked for while it ran (see `enqueue`).
+            sqlx::query(
+                "INSERT INTO tasks (id, kind, warehouse_id, tabular_id, dedupe_key, state, attempts, max_attempts, \
+                 not_before, params, reason, created_at, updated_at) \
+                 SELECT $2, kind, warehouse_id, tabular_id, dedupe_key, 'queued', 0, max_attempts, rerun_at, params, \
+                 reason, $3, $3 FROM tasks WHERE id = $1 AND rerun_at IS NOT NULL ON CONFLICT DO NOTHING",
+            )
+            .bind(id)
+            .bind(uuid::Uuid::now_v7().to_string())
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        }
+        tx.commit().await.map_err(db_error)?;
         Ok(done.rows_affected() == 1)
     }
 

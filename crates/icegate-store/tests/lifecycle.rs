@@ -167,7 +167,11 @@ async fn registering_the_dropped_metadata_again_supersedes_the_entry(db: TestDat
         )
         .await;
     assert!(matches!(stranger, Err(CatalogError::BadRequest(_))), "{stranger:?}");
-    // ...the one that dropped it may register the same table (its uuid) again.
+    // Nor does the uuid alone, elsewhere, call off its purge or its undrop.
+    create(store, &wh, "impostor", "file:///w/db/elsewhere", "u1").await.unwrap();
+    let entry = store.deleted_tabular(&id).await.unwrap().unwrap();
+    assert_eq!((entry.superseded.as_deref(), entry.purge_due_ms), (None, Some(now + DAY)), "{entry:?}");
+    // ...the one that dropped it may register the same table (its uuid) again, where it was.
     create(store, &wh, "adopted", "file:///w/db/t-1", "u1").await.unwrap();
     let entry = store.deleted_tabular(&id).await.unwrap().unwrap();
     assert!(entry.superseded.as_deref().unwrap().contains("db.adopted"), "{entry:?}");

@@ -46,6 +46,7 @@ const OWN_COMMITS: &[(&str, &str)] = &[
         "records of requests that are not changes (reads, vends, refusals), appended in groups in transactions \
          of their own: they change nothing but the trail",
     ),
+    ("tasks.rs", "the task queue's bookkeeping: a run's end and the rerun asked for while it ran, in one transaction"),
     (
         "tabulars/deleted.rs",
         "the bookkeeping of deleted entries without a WriteContext (a purge's start, the sweep's expiry; see \

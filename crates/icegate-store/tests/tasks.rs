@@ -56,6 +56,36 @@ async fn a_dedupe_key_holds_one_active_task(db: TestDatabase) {
     assert!(store.enqueue(&keyed, now).await.unwrap().is_some(), "free again once done");
 }
 
+/// A keyed task queued with `rerun_if_running` while its key's task runs: that task runs once
+/// more when it ends, at the earliest time asked for (and a queued one is not doubled).
+async fn a_rerun_asked_for_while_running_is_queued_at_the_end(db: TestDatabase) {
+    let store = &db.store;
+    let now = 1_000_000;
+    let keyed = NewTask { dedupe_key: Some("expire:t2".into()), rerun_if_running: true, ..task("expire", now) };
+    let first = store.enqueue(&keyed, now).await.unwrap().expect("first");
+    assert!(store.enqueue(&keyed, now).await.unwrap().is_none(), "queued already: nothing asked");
+    store.claim(&["expire"], "w1", now, LEASE).await.unwrap().unwrap();
+    for due in [now + 5_000, now + 2_000, now + 9_000] {
+        let again = NewTask { not_before_ms: due, ..keyed.clone() };
+        assert!(store.enqueue(&again, now).await.unwrap().is_none(), "running");
+    }
+    assert!(store.finish(&first.id, "w1", &Finish::Done(Value::Null), now + 100).await.unwrap());
+    let queued = store
+        .list_tasks(&TaskFilter { state: Some(TaskState::Queued), kind: Some("expire".into()), ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!((queued[0].not_before_ms, queued[0].dedupe_key.as_deref()), (now + 2_000, Some("expire:t2")));
+    // Without the flag, a running task's key just refuses the new one.
+    let plain = NewTask { dedupe_key: Some("plain:t3".into()), ..task("plain", now) };
+    let third = store.enqueue(&plain, now).await.unwrap().unwrap();
+    store.claim(&["plain"], "w1", now, LEASE).await.unwrap().unwrap();
+    assert!(store.enqueue(&plain, now).await.unwrap().is_none());
+    store.finish(&third.id, "w1", &Finish::Done(Value::Null), now + 100).await.unwrap();
+    let filter = TaskFilter { kind: Some("plain".into()), state: Some(TaskState::Queued), ..Default::default() };
+    assert!(store.list_tasks(&filter).await.unwrap().is_empty());
+}
+
 /// A worker that stops renewing (killed replica) loses the task to the next worker once its lease
 /// has expired; from then on nothing it does counts.
 async fn an_expired_lease_passes_the_task_on_and_fences_the_old_worker(db: TestDatabase) {
@@ -367,6 +397,7 @@ icegate_store::on_both_backends!(
     ended_tasks_are_removed_after_the_retention,
     a_task_is_claimed_once_when_due_and_finished_by_its_owner,
     a_dedupe_key_holds_one_active_task,
+    a_rerun_asked_for_while_running_is_queued_at_the_end,
     an_expired_lease_passes_the_task_on_and_fences_the_old_worker,
     attempts_are_bounded_whether_a_run_fails_or_its_worker_dies,
     a_cancelled_task_stops_its_worker_and_is_not_claimed,

@@ -534,6 +534,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // shutdown.
     let (stop_usage, usage_stop) = tokio::sync::watch::channel(false);
     let usage_flush = security.authorizer.spawn_usage_flush(std::time::Duration::from_secs(30), usage_stop);
+    let expiry = icegate_catalog::jobs::expire_snapshots::ExpireSnapshots::new(
+        std::sync::Arc::new(catalog.clone()),
+        job_metrics.clone(),
+    );
     let app = icegate_api::app(
         catalog,
         security,
@@ -554,6 +558,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let runner = std::sync::Arc::new(
         icegate_catalog::jobs::Runner::new(tasks.clone(), clock.clone())
             .with_metrics(job_metrics.clone())
+            .with_job(std::sync::Arc::new(expiry))
             .with_job(std::sync::Arc::new(icegate_catalog::jobs::purge::PurgeJob::new(
                 store.clone(),
                 storage.clone(),

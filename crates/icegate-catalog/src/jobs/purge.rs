@@ -89,7 +89,7 @@ impl Job for PurgeJob {
             return Ok(json!({ "postponed": held.to_string() }));
         }
         let Some(entry) = self.store.begin_purge(&id).await? else {
-            return Ok(json!({ "skipped": "the entry is gone or no longer to be purged" }));
+            return Ok(json!({ "skipped": "the entry is gone, its purge not yet due, or no longer to be purged" }));
         };
         let warehouse = self
             .store

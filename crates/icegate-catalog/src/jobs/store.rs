@@ -61,6 +61,9 @@ pub struct NewTask {
     pub max_attempts: i32,
     /// Why the system does this work: recorded with it (and, once it exists, in the audit trail).
     pub reason: String,
+    /// When the key is held by a running task: that task runs once more when it ends (due at
+    /// `not_before_ms`), so what made this one necessary is not missed.
+    pub rerun_if_running: bool,
 }
 
 impl NewTask {
@@ -75,6 +78,7 @@ impl NewTask {
             not_before_ms: now_ms,
             max_attempts: 3,
             reason: reason.to_owned(),
+            rerun_if_running: false,
         }
     }
 }
@@ -143,7 +147,8 @@ pub struct TaskFilter {
 /// finish change nothing and answer `false`.
 #[async_trait::async_trait]
 pub trait TaskStore: Send + Sync + 'static {
-    /// Queues a task; `None` when its `dedupe_key` is held by a queued or running task.
+    /// Queues a task; `None` when its `dedupe_key` is held by a queued or running task (a running
+    /// one then runs once more when it ends, if the task says `rerun_if_running`).
     async fn enqueue(&self, task: &NewTask, now_ms: i64) -> Result<Option<TaskRecord>>;
     /// Claims the next due task of one of `kinds` for `owner` until `now_ms + lease_ms`: a queued
     /// one whose time has come, or a running one whose lease expired (its worker is gone). Each
@@ -160,7 +165,8 @@ pub trait TaskStore: Send + Sync + 'static {
         progress: Progress,
         checkpoint: Option<&Value>,
     ) -> Result<bool>;
-    /// Ends the run; `false` when the lease was no longer `owner`'s (nothing changed).
+    /// Ends the run; `false` when the lease was no longer `owner`'s (nothing changed). A run that
+    /// ends done or failed and was asked for a rerun queues it.
     async fn finish(&self, id: &str, owner: &str, outcome: &Finish, now_ms: i64) -> Result<bool>;
     /// Cancels a queued or running task (a running one stops at its next heartbeat); `false`
     /// when it had ended already.

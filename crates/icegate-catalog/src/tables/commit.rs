@@ -177,6 +177,34 @@ impl Catalog {
         }
     }
 
+    /// After a commit to a table whose properties ask for snapshot expiry: the cheap check of
+    /// whether something is (or when it will be) due, queueing the expiry for then. Only tables
+    /// that set `history.expire.max-snapshot-age-ms` pay for it.
+    async fn after_commit_expiry(&self, warehouse: &Warehouse, table: &TableIdent, swap: &MetadataSwap, text: &str) {
+        let Some(queue) = self.task_store() else { return };
+        let now = self.clock().now_ms();
+        let due = crate::jobs::expire_snapshots::Document::parse(text)
+            .and_then(|document| crate::jobs::expire_snapshots::next_due(&document, now));
+        match due {
+            Ok(Some(due)) => {
+                let reason = ("the table's snapshot expiry policy made snapshots due", now);
+                let queued = crate::jobs::expire_snapshots::queue_expiry(
+                    queue.as_ref(),
+                    (&warehouse.id, &swap.id),
+                    table,
+                    due.max(now),
+                    reason,
+                )
+                .await;
+                if let Err(e) = queued {
+                    tracing::warn!(%table, error = %e, "could not queue the snapshot expiry");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(%table, error = %e, "the snapshot expiry policy could not be read"),
+        }
+    }
+
     /// Checks requirements against the current metadata and applies the updates.
     fn stage_change(&self, warehouse: &Warehouse, change: &TableChange, current: Current) -> Result<Staged<Extra>> {
         // Without parsed metadata memory held no layout either (`load_current`).
@@ -218,6 +246,16 @@ impl Catalog {
         // for what they build, before (`TableCommit::stage`).
         let mut builder = TableMetadata::clone(&base).into_builder(Some(row.metadata_location.clone()));
         for update in change.built_updates(self.schema_limits())?.into_iter().cloned() {
+            // A table's uuid is what it is: taking another's would make it that table to
+            // whatever keys on the uuid (a dropped table's kept entry, its purge).
+            if let TableUpdate::AssignUuid { uuid } = &update
+                && *uuid != base.uuid()
+            {
+                return Err(CatalogError::bad_request(format!(
+                    "assign-uuid cannot change the table's uuid ({} to {uuid})",
+                    base.uuid()
+                )));
+            }
             builder = update.apply(builder)?;
         }
         let built = builder.build()?;
@@ -462,6 +500,11 @@ impl MetadataKind for TableCommit {
 
     async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
         let Staged { ident, swap, extra, .. } = staged;
+        if let (Some((written, parsed)), Some(swap)) = (&extra.written, &swap)
+            && parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY)
+        {
+            catalog.after_commit_expiry(warehouse, &ident, swap, &written.text).await;
+        }
         if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
             let entry = Cached::new(written.text, Some(written.gzip), Some(parsed), written.layout);
             catalog.metadata_cache().insert(location, entry);

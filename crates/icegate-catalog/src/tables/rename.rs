@@ -64,6 +64,23 @@ impl Catalog {
                 }
             }
         }
+        // Out from under a stricter lifecycle policy (a longer hold or purge delay: the undo
+        // window its namespace's admins chose) takes admin on the namespace it leaves.
+        if from.namespace != to.namespace {
+            let (hold, delay) = self.lifecycle_periods(&warehouse, &from.namespace).await?;
+            let (new_hold, new_delay) = self.lifecycle_periods(&warehouse, &to.namespace).await?;
+            if new_hold < hold || new_delay < delay {
+                let namespace =
+                    Target::Namespace { warehouse_id: warehouse.id.clone(), namespace: from.namespace.clone() };
+                if ctx.holds(&namespace, Privilege::Admin).await?.is_none() {
+                    return Err(CatalogError::Forbidden(format!(
+                        "{} keeps dropped tables longer than {} (lifecycle.soft-delete.hold, lifecycle.purge.delay): \
+                         moving {from} there takes admin on {}",
+                        from.namespace, to.namespace, from.namespace
+                    )));
+                }
+            }
+        }
         self.store()
             .rename_tabular(
                 &ctx.write(),

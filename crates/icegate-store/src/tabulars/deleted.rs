@@ -125,30 +125,51 @@ fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, CatalogError> {
 }
 
 /// A deleted entry kept for the same table or view (`uuid`) can no longer be undropped once its
-/// metadata is registered again (as `as_what`): that table holds its files now, and a pending
-/// purge of them is called off. Its leases last only while credentials vended for it may work.
+/// metadata is registered again (as `as_what`) at its own locations: that table holds its files
+/// now, and a pending purge of them is called off. Only the principal that dropped it can take
+/// its locations (the overlap check's one exception), so only a registration at `locations`
+/// overlapping the entry's supersedes it: the uuid alone, which any reader of the table has seen,
+/// does not. Its leases last only while credentials vended for it may work.
 pub(super) async fn supersede(
     tx: &mut WriteTx,
     warehouse_id: &str,
-    uuid: &str,
+    (uuid, locations): (&str, &[&str]),
     as_what: &str,
     now_ms: i64,
 ) -> Result<(), CatalogError> {
     if uuid.is_empty() {
         return Ok(());
     }
-    let why = format!("its metadata was registered again as {as_what}");
-    let ids: Vec<String> = sqlx::query_scalar(
-        "UPDATE deleted_tabulars SET superseded = $3, purge_due = NULL \
-         WHERE warehouse_id = $1 AND uuid = $2 AND state = 'deleted' AND superseded IS NULL RETURNING id",
+    let rows = sqlx::query(
+        "SELECT id, location, extra_locations FROM deleted_tabulars \
+         WHERE warehouse_id = $1 AND uuid = $2 AND state = 'deleted' AND superseded IS NULL",
     )
     .bind(warehouse_id)
     .bind(uuid)
-    .bind(&why)
     .fetch_all(&mut **tx)
     .await
     .map_err(db_error)?;
-    for id in ids {
+    let overlaps = |a: &str, b: &str| {
+        let inside = |x: &str, y: &str| x.strip_prefix(y).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        inside(a, b) || inside(b, a)
+    };
+    let why = format!("its metadata was registered again as {as_what}");
+    for row in rows {
+        let id: String = row.try_get("id").map_err(db_error)?;
+        let location: String = row.try_get("location").map_err(db_error)?;
+        let extra: Vec<String> =
+            serde_json::from_str(&row.try_get::<String, _>("extra_locations").map_err(db_error)?).unwrap_or_default();
+        let taken =
+            std::iter::once(&location).chain(&extra).any(|held| locations.iter().any(|new| overlaps(new, held)));
+        if !taken {
+            continue;
+        }
+        sqlx::query("UPDATE deleted_tabulars SET superseded = $2, purge_due = NULL WHERE id = $1")
+            .bind(&id)
+            .bind(&why)
+            .execute(&mut **tx)
+            .await
+            .map_err(db_error)?;
         sqlx::query(
             "UPDATE location_leases SET expires_at = \
              (SELECT lease_until FROM deleted_tabulars WHERE id = $1) WHERE deleted_id = $1",
@@ -353,7 +374,9 @@ impl SqlStore {
         let sql = format!("SELECT {COLUMNS} FROM deleted_tabulars WHERE id = $1{lock}");
         let row = sqlx::query(AssertSqlSafe(sql)).bind(id.as_str()).fetch_optional(&mut *tx).await.map_err(db_error)?;
         let Some(mut entry) = row.as_ref().map(from_row).transpose()? else { return Ok(None) };
-        if entry.superseded.is_some() || entry.purge_due_ms.is_none() {
+        // Not yet due (a purge queued before an undrop and a second drop): not now; the sweep
+        // queues it when it is.
+        if entry.superseded.is_some() || entry.purge_due_ms.is_none_or(|due| due > self.now_ms()) {
             return Ok(None);
         }
         if entry.state == DeletedState::Deleted {

@@ -217,7 +217,10 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
             record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
             // A dropped table's metadata registered over this one: that entry is not undropped.
             let as_what = format!("the table or view with id {}", swap.id);
-            deleted::supersede(&mut tx, &swap.warehouse_id, &uuid_of(&swap.metadata), &as_what, now).await?;
+            let taken: Vec<&str> = std::iter::once(swap.location.as_str())
+                .chain(swap.extra_locations.iter().map(String::as_str))
+                .collect();
+            deleted::supersede(&mut tx, &swap.warehouse_id, (&uuid_of(&swap.metadata), &taken), &as_what, now).await?;
         }
     }
     // Only the COMMIT can apply the swaps: a connection lost before it leaves nothing behind.
@@ -464,7 +467,9 @@ impl TabularStore for SqlStore {
         }
         record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
         let as_what = format!("{}.{}", new.namespace, new.name);
-        deleted::supersede(&mut tx, new.warehouse_id, &uuid, &as_what, self.now_ms()).await?;
+        let taken: Vec<&str> =
+            std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)).collect();
+        deleted::supersede(&mut tx, new.warehouse_id, (&uuid, &taken), &as_what, self.now_ms()).await?;
         // The staged create's reservation of the locations the table took has served: the table
         // holds them now. Any other reservation stays until it expires.
         for location in std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)) {
