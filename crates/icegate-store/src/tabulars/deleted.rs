@@ -379,6 +379,13 @@ impl SqlStore {
         if entry.superseded.is_some() || entry.purge_due_ms.is_none_or(|due| due > self.now_ms()) {
             return Ok(None);
         }
+        // A legal hold placed since the task looked: checked again under the row's lock.
+        let held =
+            crate::holds::covering(&mut *tx, entry.warehouse_id.as_str(), Some(&entry.namespace), Some(id.as_str()))
+                .await?;
+        if held.is_some() {
+            return Ok(None);
+        }
         if entry.state == DeletedState::Deleted {
             sqlx::query("UPDATE deleted_tabulars SET state = 'purging' WHERE id = $1")
                 .bind(id.as_str())
