@@ -179,6 +179,7 @@ async fn file_access_is_only_what_a_decision_gave(lab: Lab) {
         table: orders.clone(),
         requirements: Vec::new(),
         updates: vec![icegate_catalog::schema_cost::Pending::new(update, "update")],
+        base: None,
     };
     let committed = tables.commit(&writer, &prefix, change).await.unwrap();
     assert_eq!(committed.access, None);
@@ -196,6 +197,7 @@ async fn a_commit_decides_before_it_reads(lab: Lab) {
         table: table("hr", "salaries"),
         requirements: Vec::new(),
         updates: Vec::new(),
+        base: None,
     };
     let stranger = lab.principal("stranger", &[]).await;
     assert!(hidden(lab.catalog.tables().commit(&stranger, &prefix, change()).await));

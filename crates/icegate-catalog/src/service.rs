@@ -115,6 +115,9 @@ pub struct Catalog {
     /// The background task queue, for operators to see and cancel tasks (`None`: not served).
     tasks: Option<Arc<dyn crate::jobs::TaskStore>>,
     lifecycle: crate::lifecycle::LifecycleDefaults,
+    /// When this replica last queued each table's snapshot expiry (due time): a commit that
+    /// finds one queued for no later than it would ask skips the queue's round trip.
+    expiry_queued: Arc<std::sync::Mutex<std::collections::HashMap<crate::ids::TabularId, i64>>>,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -167,6 +170,7 @@ impl Catalog {
             strict: false,
             two_person_holds: false,
             lifecycle: crate::lifecycle::LifecycleDefaults::default(),
+            expiry_queued: Arc::default(),
             tasks: None,
         }
     }
@@ -201,6 +205,21 @@ impl Catalog {
 
     pub(crate) fn lifecycle_defaults(&self) -> crate::lifecycle::LifecycleDefaults {
         self.lifecycle
+    }
+
+    /// Whether this replica queued table `id`'s expiry for a time still to come and no later
+    /// than `due_ms` (a task queued for then has not run yet: tasks never run early); if not,
+    /// notes `due_ms` as queued and answers `false`. Bounded: forgotten wholesale at 100,000.
+    pub(crate) fn expiry_already_queued(&self, id: &crate::ids::TabularId, due_ms: i64, now_ms: i64) -> bool {
+        let Ok(mut queued) = self.expiry_queued.lock() else { return false };
+        if queued.get(id).is_some_and(|&at| now_ms < at && at <= due_ms) {
+            return true;
+        }
+        if queued.len() >= 100_000 {
+            queued.clear();
+        }
+        queued.insert(id.clone(), due_ms);
+        false
     }
 
     pub fn with_task_store(mut self, tasks: Arc<dyn crate::jobs::TaskStore>) -> Self {

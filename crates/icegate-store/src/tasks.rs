@@ -96,9 +96,12 @@ impl TaskStore for SqlStore {
             && task.rerun_if_running
             && let Some(key) = &task.dedupe_key
         {
+            // Running: one more run when it ends. Queued: due no later than this one asks.
             sqlx::query(
-                "UPDATE tasks SET rerun_at = CASE WHEN rerun_at IS NULL OR rerun_at > $2 THEN $2 ELSE rerun_at END \
-                 WHERE dedupe_key = $1 AND state = 'running'",
+                "UPDATE tasks SET \
+                 rerun_at = CASE WHEN state = 'running' AND (rerun_at IS NULL OR rerun_at > $2) THEN $2 ELSE rerun_at END, \
+                 not_before = CASE WHEN state = 'queued' AND not_before > $2 THEN $2 ELSE not_before END \
+                 WHERE dedupe_key = $1 AND state IN ('queued', 'running')",
             )
             .bind(key)
             .bind(task.not_before_ms)

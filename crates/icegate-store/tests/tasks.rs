@@ -62,8 +62,13 @@ async fn a_rerun_asked_for_while_running_is_queued_at_the_end(db: TestDatabase) 
     let store = &db.store;
     let now = 1_000_000;
     let keyed = NewTask { dedupe_key: Some("expire:t2".into()), rerun_if_running: true, ..task("expire", now) };
-    let first = store.enqueue(&keyed, now).await.unwrap().expect("first");
-    assert!(store.enqueue(&keyed, now).await.unwrap().is_none(), "queued already: nothing asked");
+    let later = NewTask { not_before_ms: now + 60_000, ..keyed.clone() };
+    let first = store.enqueue(&later, now).await.unwrap().expect("first");
+    assert!(store.enqueue(&later, now).await.unwrap().is_none(), "queued already");
+    assert!(store.claim(&["expire"], "w1", now, LEASE).await.unwrap().is_none(), "not due yet");
+    // Asked for sooner: the queued one is due sooner.
+    assert!(store.enqueue(&keyed, now).await.unwrap().is_none());
+    assert_eq!(store.task(&first.id).await.unwrap().unwrap().not_before_ms, now);
     store.claim(&["expire"], "w1", now, LEASE).await.unwrap().unwrap();
     for due in [now + 5_000, now + 2_000, now + 9_000] {
         let again = NewTask { not_before_ms: due, ..keyed.clone() };

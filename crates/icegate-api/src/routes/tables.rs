@@ -293,7 +293,12 @@ pub async fn update_table(
     Json(request): Json<CommitTableRequest>,
 ) -> Result<WithMetadata<CommitTableFields>, ApiError> {
     let (prefix, table) = path.parse()?;
-    let change = TableChange { table, requirements: request.requirements, updates: pending_updates(request.updates) };
+    let change = TableChange {
+        table,
+        requirements: request.requirements,
+        updates: pending_updates(request.updates),
+        base: None,
+    };
     let result = state.catalog.tables().commit(&ctx, &prefix, change).await?;
     // The commit compressed its document already (in parts, only those that changed); an
     // answer kept for an idempotent retry is kept as text.
@@ -551,6 +556,7 @@ pub async fn commit_transaction(
             table: identifier.parse()?,
             requirements: change.requirements,
             updates: pending_updates(change.updates),
+            base: None,
         });
     }
     state.catalog.tables().commit_transaction(&ctx, &path.warehouse(), changes).await?;

@@ -219,8 +219,14 @@ async fn every_update_action_applies(app: TestApp) {
     create(&app, "db", "t", json!({"properties": {"drop-me": "x"}})).await;
     let manifest_list = format!("{}/db/t/metadata/snap-1.avro", app.root());
     let new_location = format!("{}/db/t-moved", app.root());
+    // A table's uuid is its own: assigning another is refused and changes nothing; its own is
+    // accepted (clients send it in create transactions).
+    let uuid = load(&app, "t").await["metadata"]["table-uuid"].as_str().unwrap().to_owned();
+    let other = json!([{"action": "assign-uuid", "uuid": "11111111-2222-3333-4444-555555555555"}]);
+    assert_error(commit(&app, "t", json!([]), other).await, 400, "BadRequestException");
+    assert_eq!(load(&app, "t").await["metadata"]["table-uuid"], uuid.as_str());
     let updates = json!([
-        {"action": "assign-uuid", "uuid": "11111111-2222-3333-4444-555555555555"},
+        {"action": "assign-uuid", "uuid": uuid},
         {"action": "upgrade-format-version", "format-version": 2},
         {"action": "set-properties", "updates": {"k": "v"}},
         {"action": "remove-properties", "removals": ["drop-me"]},
@@ -247,7 +253,7 @@ async fn every_update_action_applies(app: TestApp) {
     let (status, body) = commit(&app, "t", json!([]), updates).await;
     assert_eq!(status, 200, "{body}");
     let m = &body["metadata"];
-    assert_eq!(m["table-uuid"], "11111111-2222-3333-4444-555555555555");
+    assert_eq!(m["table-uuid"], uuid.as_str());
     assert_eq!(m["properties"], json!({"k": "v"}));
     assert_eq!(m["current-schema-id"], 1);
     assert_eq!(m["default-spec-id"], 1);

@@ -194,11 +194,11 @@ pub fn plan(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> ExpiryPl
         if name != "main" {
             let max_ref_age = entry.max_ref_age_ms.or(policy.max_ref_age_ms);
             if let Some(max) = max_ref_age {
-                if now_ms - head.timestamp_ms > max {
+                if now_ms.saturating_sub(head.timestamp_ms) > max {
                     plan.remove_refs.push(name.clone());
                     continue;
                 }
-                due(head.timestamp_ms + max + 1);
+                due(head.timestamp_ms.saturating_add(max).saturating_add(1));
             }
         }
         if entry.kind == "tag" {
@@ -216,12 +216,18 @@ pub fn plan(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> ExpiryPl
             if !seen.insert(snapshot.snapshot_id) {
                 break;
             }
+            // Past this branch's keep window, an ancestor another branch reached has every
+            // ancestor of its own reached too: the walk ends (each snapshot is walked past its
+            // keep windows once, not once per branch).
+            if !keeping && !reachable.insert(snapshot.snapshot_id) {
+                break;
+            }
             reachable.insert(snapshot.snapshot_id);
-            if keeping && (kept < min_keep.max(1) || snapshot.timestamp_ms >= now_ms - max_age) {
+            if keeping && (kept < min_keep.max(1) || snapshot.timestamp_ms >= now_ms.saturating_sub(max_age)) {
                 retained.insert(snapshot.snapshot_id);
                 kept += 1;
                 if kept > min_keep {
-                    due(snapshot.timestamp_ms + max_age + 1);
+                    due(snapshot.timestamp_ms.saturating_add(max_age).saturating_add(1));
                 }
             } else {
                 keeping = false;
@@ -230,9 +236,11 @@ pub fn plan(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> ExpiryPl
         }
     }
     for snapshot in &document.snapshots {
-        if !reachable.contains(&snapshot.snapshot_id) && snapshot.timestamp_ms >= now_ms - policy.max_snapshot_age_ms {
+        if !reachable.contains(&snapshot.snapshot_id)
+            && snapshot.timestamp_ms >= now_ms.saturating_sub(policy.max_snapshot_age_ms)
+        {
             retained.insert(snapshot.snapshot_id);
-            due(snapshot.timestamp_ms + policy.max_snapshot_age_ms + 1);
+            due(snapshot.timestamp_ms.saturating_add(policy.max_snapshot_age_ms).saturating_add(1));
         }
     }
     plan.remove_snapshots =
@@ -251,6 +259,19 @@ pub fn next_due(document: &Document, now_ms: i64) -> Result<Option<i64>> {
         return Ok(Some(now_ms));
     }
     Ok(plan.next_due_ms)
+}
+
+/// The after-commit check, cheap (one pass over the snapshots, no plan): when the oldest
+/// snapshot reaches the policy's age, if the table holds more snapshots than it keeps by count.
+/// The expiry task plans; an early run finds nothing and queues itself for when something is due.
+pub fn first_due(document: &Document, now_ms: i64) -> Result<Option<i64>> {
+    let Some(policy) = expiry_policy(&document.properties)? else { return Ok(None) };
+    let refs_expire = policy.max_ref_age_ms.is_some() || document.refs.values().any(|r| r.max_ref_age_ms.is_some());
+    if document.snapshots.len() <= policy.min_snapshots_to_keep && !refs_expire {
+        return Ok(None);
+    }
+    let oldest = document.snapshots.iter().map(|s| s.timestamp_ms).min();
+    Ok(oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms)))
 }
 
 /// Queues the expiry of table `id` (named `table` now), due at `due_ms`; once per table while one
@@ -277,6 +298,103 @@ pub async fn queue_expiry(
     Ok(())
 }
 
+/// The most entries one manifest (or manifest list) may hold for expiry to read it, and what its
+/// blocks may inflate to: a manifest is parsed whole, and a small file of highly compressible
+/// entries would otherwise take the server's memory.
+const MAX_MANIFEST_ENTRIES: u64 = 200_000;
+const MAX_INFLATED_BYTES: u64 = 256 << 20;
+/// The most entries one expiry reads in all.
+const MAX_RUN_ENTRIES: u64 = 5_000_000;
+
+fn avro_error(location: &str, why: &str) -> CatalogError {
+    CatalogError::bad_request(format!("{location} is not an Avro file expiry reads: {why}"))
+}
+
+/// Reads an Avro object container's block headers without decoding its records: how many
+/// records it holds, checking the count and what its blocks inflate to (null or deflate codec;
+/// inflated into a counter, never into memory) against the bounds before it is parsed.
+pub fn avro_records(location: &str, bytes: &[u8]) -> Result<u64> {
+    avro_records_within(location, bytes, (MAX_MANIFEST_ENTRIES, MAX_INFLATED_BYTES))
+}
+
+fn avro_records_within(location: &str, bytes: &[u8], (max_records, max_inflated): (u64, u64)) -> Result<u64> {
+    use std::io::Read;
+    struct Cursor<'a>(&'a [u8]);
+    impl<'a> Cursor<'a> {
+        fn long(&mut self) -> Option<i64> {
+            let mut value: u64 = 0;
+            for shift in (0..64).step_by(7) {
+                let (&byte, rest) = self.0.split_first()?;
+                self.0 = rest;
+                value |= u64::from(byte & 0x7f) << shift;
+                if byte & 0x80 == 0 {
+                    return Some(((value >> 1) as i64) ^ -((value & 1) as i64));
+                }
+            }
+            None
+        }
+        fn take(&mut self, n: i64) -> Option<&'a [u8]> {
+            let n = usize::try_from(n).ok()?;
+            if n > self.0.len() {
+                return None;
+            }
+            let (head, rest) = self.0.split_at(n);
+            self.0 = rest;
+            Some(head)
+        }
+    }
+    let truncated = || avro_error(location, "truncated");
+    let mut cursor = Cursor(bytes.strip_prefix(b"Obj\x01").ok_or_else(|| avro_error(location, "no Avro header"))?);
+    let mut codec = b"null".to_vec();
+    loop {
+        let mut count = cursor.long().ok_or_else(truncated)?;
+        if count == 0 {
+            break;
+        }
+        if count < 0 {
+            count = count.checked_neg().ok_or_else(truncated)?;
+            cursor.long().ok_or_else(truncated)?;
+        }
+        for _ in 0..count {
+            let key_len = cursor.long().ok_or_else(truncated)?;
+            let key = cursor.take(key_len).ok_or_else(truncated)?.to_vec();
+            let value_len = cursor.long().ok_or_else(truncated)?;
+            let value = cursor.take(value_len).ok_or_else(truncated)?;
+            if key == b"avro.codec" {
+                codec = value.to_vec();
+            }
+        }
+    }
+    cursor.take(16).ok_or_else(truncated)?;
+    let (mut records, mut inflated) = (0u64, 0u64);
+    while !cursor.0.is_empty() {
+        let count = cursor.long().ok_or_else(truncated)?;
+        let size = cursor.long().ok_or_else(truncated)?;
+        let block = cursor.take(size).ok_or_else(truncated)?;
+        cursor.take(16).ok_or_else(truncated)?;
+        records = records.saturating_add(u64::try_from(count).map_err(|_| truncated())?);
+        inflated = inflated.saturating_add(match codec.as_slice() {
+            b"null" => block.len() as u64,
+            b"deflate" => {
+                let limit = max_inflated.saturating_sub(inflated).saturating_add(1);
+                let mut decoder = flate2::read::DeflateDecoder::new(block).take(limit);
+                std::io::copy(&mut decoder, &mut std::io::sink()).map_err(|e| avro_error(location, &e.to_string()))?
+            }
+            other => {
+                let codec = String::from_utf8_lossy(other);
+                return Err(avro_error(location, &format!("codec {codec} (expiry reads null and deflate)")));
+            }
+        });
+        if records > max_records || inflated > max_inflated {
+            return Err(avro_error(
+                location,
+                &format!("more than {max_records} entries or {max_inflated} bytes inflated"),
+            ));
+        }
+    }
+    Ok(records)
+}
+
 /// Every file a metadata document reaches: manifest lists, manifests, the files their entries
 /// name (live or not), statistics files. Reads through `catalog`'s storage, bounded.
 async fn reachable(
@@ -284,7 +402,11 @@ async fn reachable(
     warehouse: &Warehouse,
     document: &Document,
     only_snapshots: Option<&HashSet<i64>>,
+    budget: &mut u64,
 ) -> Result<(HashSet<String>, HashMap<String, u64>)> {
+    let too_many = |at: &str| {
+        CatalogError::bad_request(format!("expiry reads at most {MAX_RUN_ENTRIES} manifest entries in a run ({at})"))
+    };
     let mut files: HashSet<String> = HashSet::new();
     let mut sizes: HashMap<String, u64> = HashMap::new();
     let mut manifests: Vec<String> = Vec::new();
@@ -299,6 +421,7 @@ async fn reachable(
             continue;
         }
         let bytes = catalog.files().read(warehouse, list, MAX_MANIFEST_BYTES).await?;
+        *budget = budget.checked_sub(avro_records(list, &bytes)?).ok_or_else(|| too_many(list))?;
         let parsed = ManifestList::parse_with_version(&bytes, version)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("manifest list {list} unreadable: {e}")))?;
         for manifest in parsed.entries() {
@@ -311,6 +434,7 @@ async fn reachable(
             continue;
         }
         let bytes = catalog.files().read(warehouse, &manifest, MAX_MANIFEST_BYTES).await?;
+        *budget = budget.checked_sub(avro_records(&manifest, &bytes)?).ok_or_else(|| too_many(&manifest))?;
         let parsed = Manifest::parse_avro(&bytes)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("manifest {manifest} unreadable: {e}")))?;
         for entry in parsed.entries() {
@@ -377,7 +501,7 @@ impl ExpireSnapshots {
                 updates
                     .push(Pending::built(TableUpdate::RemoveSnapshots { snapshot_ids: plan.remove_snapshots.clone() }));
             }
-            let change = TableChange { table: table.clone(), requirements, updates };
+            let change = TableChange { table: table.clone(), requirements, updates, base: Some(before.clone()) };
             match self.catalog.tables().commit(&ctx, &warehouse_id, change).await {
                 Ok(after) => {
                     let removed = json!({ "snapshots": plan.remove_snapshots, "refs": plan.remove_refs });
@@ -439,10 +563,17 @@ impl Job for ExpireSnapshots {
             .as_array()
             .map(|ids| ids.iter().filter_map(Value::as_i64).collect())
             .unwrap_or_default();
-        let (then, sizes) = reachable(&self.catalog, &warehouse, &before_doc, Some(&removed_ids)).await?;
-        let (still, _) = reachable(&self.catalog, &warehouse, &now_doc, None).await?;
+        let mut budget = MAX_RUN_ENTRIES;
+        let (then, sizes) = reachable(&self.catalog, &warehouse, &before_doc, Some(&removed_ids), &mut budget).await?;
+        let (still, _) = reachable(&self.catalog, &warehouse, &now_doc, None, &mut budget).await?;
         let owned = TableLocations::new(self.catalog.store().recorded_locations(&id).await?);
-        let mut doomed: Vec<String> = then.difference(&still).filter(|f| owned.contains(f)).cloned().collect();
+        // Metadata files are the metadata log's to expire (write.metadata.delete-after-commit),
+        // never a manifest's.
+        let mut doomed: Vec<String> = then
+            .difference(&still)
+            .filter(|f| owned.contains(f) && !f.ends_with(".metadata.json") && **f != before && **f != after)
+            .cloned()
+            .collect();
         let foreign = then.difference(&still).filter(|f| !owned.contains(f)).count();
         doomed.sort();
         let mut progress = run.task().progress;
@@ -450,6 +581,10 @@ impl Job for ExpireSnapshots {
         progress.done = 0;
         progress.bytes = 0;
         for batch in doomed.chunks(BATCH) {
+            // A legal hold placed while this runs stops it before its next batch.
+            if let Some(held) = self.catalog.store().legal_hold(&warehouse.id, &table.namespace, &id).await? {
+                return Ok(json!({ "postponed": held.to_string(), "removed": removed, "files": progress.done }));
+            }
             self.catalog.files().delete_many(&warehouse, batch).await?;
             let bytes: u64 = batch.iter().filter_map(|f| sizes.get(f)).sum();
             progress.done += i64::try_from(batch.len()).unwrap_or(i64::MAX);
@@ -545,6 +680,95 @@ mod tests {
         let planned = plan(&doc, &policy, 15 * DAY);
         assert_eq!(planned.remove_refs, ["v1"]);
         assert_eq!(planned.remove_snapshots, [1, 2, 4, 6]);
+    }
+
+    #[test]
+    fn extreme_ages_neither_overflow_nor_expire_anything_young() {
+        let chain = [(1, None, DAY), (2, Some(1), 2 * DAY), (5, Some(2), 3 * DAY)];
+        let refs = &format!(
+            r#"{{"main": {{"snapshot-id": 5, "type": "branch"}}, "t": {{"snapshot-id": 1, "type": "tag", "max-ref-age-ms": {}}}}}"#,
+            i64::MAX
+        );
+        let doc = document(&chain, refs, &format!(r#"{{"history.expire.max-snapshot-age-ms": "{}"}}"#, i64::MAX));
+        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let planned = plan(&doc, &policy, 10 * DAY);
+        assert!(planned.remove_snapshots.is_empty() && planned.remove_refs.is_empty(), "{planned:?}");
+        assert_eq!(planned.next_due_ms, Some(i64::MAX));
+        assert_eq!(first_due(&doc, 10 * DAY).unwrap(), Some(i64::MAX));
+    }
+
+    #[test]
+    fn many_branches_over_one_long_chain_are_planned_alike() {
+        // 500 chained snapshots, a branch at each: only what the max age keeps, once.
+        let chain: Vec<(i64, Option<i64>, i64)> = (1..=500).map(|i| (i, (i > 1).then(|| i - 1), i * 1000)).collect();
+        let refs: serde_json::Map<String, Value> = (1..=500)
+            .map(|i| {
+                (if i == 500 { "main".into() } else { format!("b{i}") }, json!({"snapshot-id": i, "type": "branch"}))
+            })
+            .collect();
+        let doc =
+            document(&chain, &Value::Object(refs).to_string(), r#"{"history.expire.max-snapshot-age-ms": "1000"}"#);
+        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        assert!(plan(&doc, &policy, 10_000_000).remove_snapshots.is_empty(), "every snapshot is a branch's head");
+    }
+
+    #[test]
+    fn an_avro_file_that_inflates_past_the_bound_is_refused_unread() {
+        use std::io::Write;
+        // A container with one deflate block of 3 MiB of zeros (a few KiB compressed), read
+        // with a bound of 2 MiB.
+        let mut deflated = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..3 {
+            deflated.write_all(&zeros).unwrap();
+        }
+        let block = deflated.finish().unwrap();
+        let long = |v: i64| {
+            let mut z = ((v << 1) ^ (v >> 63)) as u64;
+            let mut out = Vec::new();
+            loop {
+                let byte = (z & 0x7f) as u8;
+                z >>= 7;
+                if z == 0 {
+                    out.push(byte);
+                    return out;
+                }
+                out.push(byte | 0x80);
+            }
+        };
+        let mut file = b"Obj\x01".to_vec();
+        file.extend(long(1));
+        file.extend(long(10));
+        file.extend(b"avro.codec");
+        file.extend(long(7));
+        file.extend(b"deflate");
+        file.extend(long(0));
+        file.extend([7u8; 16]);
+        file.extend(long(3));
+        file.extend(long(block.len() as i64));
+        file.extend(&block);
+        file.extend([7u8; 16]);
+        let refused = avro_records_within("file:///w/t/metadata/m.avro", &file, (1000, 2 << 20));
+        assert!(matches!(&refused, Err(CatalogError::BadRequest(why)) if why.contains("inflated")), "{refused:?}");
+        // Too many records, small: refused too; a few: counted.
+        let mut small = file[..file.len() - block.len() - 16 - long(block.len() as i64).len() - long(3).len()].to_vec();
+        let tiny = {
+            let mut d = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+            d.write_all(b"abc").unwrap();
+            d.finish().unwrap()
+        };
+        assert_eq!(avro_records_within("m.avro", &file, (1000, 4 << 20)).unwrap(), 3, "within a larger bound");
+        for (count, ok) in [(3, true), (MAX_MANIFEST_ENTRIES as i64 + 1, false)] {
+            let mut f = small.clone();
+            f.extend(long(count));
+            f.extend(long(tiny.len() as i64));
+            f.extend(&tiny);
+            f.extend([7u8; 16]);
+            assert_eq!(avro_records("m.avro", &f).is_ok(), ok, "{count}");
+        }
+        small.extend([1u8]);
+        assert!(avro_records("m.avro", &small).is_err(), "truncated");
+        assert!(avro_records("m.avro", b"not avro").is_err());
     }
 
     #[test]

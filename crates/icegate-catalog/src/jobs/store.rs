@@ -62,7 +62,8 @@ pub struct NewTask {
     /// Why the system does this work: recorded with it (and, once it exists, in the audit trail).
     pub reason: String,
     /// When the key is held by a running task: that task runs once more when it ends (due at
-    /// `not_before_ms`), so what made this one necessary is not missed.
+    /// `not_before_ms`), so what made this one necessary is not missed; by a queued one: it is
+    /// due no later than `not_before_ms`.
     pub rerun_if_running: bool,
 }
 

@@ -184,8 +184,9 @@ impl Catalog {
         let Some(queue) = self.task_store() else { return };
         let now = self.clock().now_ms();
         let due = crate::jobs::expire_snapshots::Document::parse(text)
-            .and_then(|document| crate::jobs::expire_snapshots::next_due(&document, now));
+            .and_then(|document| crate::jobs::expire_snapshots::first_due(&document, now));
         match due {
+            Ok(Some(due)) if self.expiry_already_queued(&swap.id, due.max(now), now) => {}
             Ok(Some(due)) => {
                 let reason = ("the table's snapshot expiry policy made snapshots due", now);
                 let queued = crate::jobs::expire_snapshots::queue_expiry(
@@ -210,6 +211,12 @@ impl Catalog {
         // Without parsed metadata memory held no layout either (`load_current`).
         let base = self.parsed(&current)?;
         let Current { head: row, document, gzip, layout, .. } = current;
+        if change.base.as_ref().is_some_and(|base| *base != row.metadata_location) {
+            return Err(CatalogError::CommitFailed(format!(
+                "{} changed since this change was planned; planning again",
+                change.table
+            )));
+        }
         let old_extra_locations = extra_locations_of(&row.location, &base);
         for requirement in &change.requirements {
             let refs = || match &layout {

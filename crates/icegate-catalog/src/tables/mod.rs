@@ -137,6 +137,10 @@ pub struct TableChange {
     pub table: TableIdent,
     pub requirements: Vec<TableRequirement>,
     pub updates: Vec<Pending<TableUpdate>>,
+    /// Applies only to the table at exactly this metadata location (the catalog's own commits,
+    /// planned on that state: any change meanwhile fails them, and they plan again); `None`
+    /// for clients' commits, which their requirements guard.
+    pub base: Option<String>,
 }
 
 impl TableChange {
