@@ -185,14 +185,10 @@ pub async fn queue_purge(
     (reason, now_ms): (&str, i64),
 ) -> Result<()> {
     let task = NewTask {
-        warehouse_id: Some(warehouse_id.as_str().to_owned()),
-        tabular_id: Some(id.as_str().to_owned()),
-        dedupe_key: Some(format!("purge:{id}")),
         params: json!({ "deleted-id": id.as_str() }),
-        not_before_ms: due_ms,
         // A purge is resumable: storage outages are waited out rather than failing it.
         max_attempts: 20,
-        ..NewTask::new(PURGE_KIND, reason, due_ms)
+        ..NewTask::for_tabular(PURGE_KIND, reason, (warehouse_id.as_str(), id.as_str()), due_ms)
     };
     queue.enqueue(&task, now_ms).await?;
     Ok(())

@@ -52,9 +52,20 @@ async fn create(
     location: &str,
     uuid: &str,
 ) -> Result<icegate_catalog::TabularId, CatalogError> {
+    create_as(store, "p", wh, (name, location), uuid).await
+}
+
+/// Creates table `db.<name>` at `location` with metadata of `uuid`, as `principal`.
+async fn create_as(
+    store: &dyn CatalogStore,
+    principal: &str,
+    wh: &WarehouseId,
+    (name, location): (&str, &str),
+    uuid: &str,
+) -> Result<icegate_catalog::TabularId, CatalogError> {
     store
         .create_tabular(
-            &WriteContext::by_principal("p", None),
+            &WriteContext::by_principal(principal, None),
             &NewTabular {
                 warehouse_id: wh,
                 namespace: &ns("db"),
@@ -74,17 +85,26 @@ fn keep(until: i64, purge: Option<i64>) -> DropOptions {
     DropOptions { lease_until_ms: 0, keep: Some(SoftDelete { restorable_until_ms: until, purge_due_ms: purge }) }
 }
 
+/// A store on a manual clock, with warehouse `w` (at `file:///w`) and table `db.t` at
+/// `file:///w/db/t-1` (uuid `u1`).
+async fn with_table(
+    db: &TestDatabase,
+) -> (Arc<ManualClock>, icegate_store::SqlStore, WarehouseId, icegate_catalog::TabularId) {
+    let clock = ManualClock::now();
+    let store = db.store.clone().with_clock(clock.clone());
+    let wh = warehouse(&store, "file:///w").await.id;
+    let id = create(&store, &wh, "t", "file:///w/db/t-1", "u1").await.unwrap();
+    (clock, store, wh, id)
+}
+
 async fn drop_kept(store: &dyn CatalogStore, wh: &WarehouseId, name: &str, options: DropOptions) {
     let write = WriteContext::by_principal("p", None);
     store.drop_tabular(&write, wh, (&ns("db"), name), TabularKind::Table, options, None).await.unwrap().unwrap();
 }
 
 async fn a_kept_entry_frees_its_name_holds_its_location_and_is_undropped(db: TestDatabase) {
-    let clock = ManualClock::now();
-    let store = db.store.clone().with_clock(clock.clone());
+    let (clock, store, wh, id) = with_table(&db).await;
     let store: &dyn CatalogStore = &store;
-    let wh = warehouse(store, "file:///w").await.id;
-    let id = create(store, &wh, "t", "file:///w/db/t-1", "u1").await.unwrap();
     let now = clock.now_ms();
     drop_kept(store, &wh, "t", keep(now + 7 * DAY, None)).await;
     assert!(store.load_tabular(&wh, &ns("db"), "t", TabularKind::Table).await.unwrap().is_none());
@@ -122,11 +142,8 @@ async fn a_kept_entry_frees_its_name_holds_its_location_and_is_undropped(db: Tes
 }
 
 async fn an_entry_past_its_hold_is_not_undropped_and_the_sweep_forgets_it(db: TestDatabase) {
-    let clock = ManualClock::now();
-    let store = db.store.clone().with_clock(clock.clone());
+    let (clock, store, wh, id) = with_table(&db).await;
     let store: &dyn CatalogStore = &store;
-    let wh = warehouse(store, "file:///w").await.id;
-    let id = create(store, &wh, "t", "file:///w/db/t-1", "u1").await.unwrap();
     drop_kept(store, &wh, "t", keep(clock.now_ms() + DAY, None)).await;
     clock.advance(Duration::from_millis(DAY as u64 + 1));
     let now = clock.now_ms();
@@ -142,30 +159,12 @@ async fn an_entry_past_its_hold_is_not_undropped_and_the_sweep_forgets_it(db: Te
 }
 
 async fn registering_the_dropped_metadata_again_supersedes_the_entry(db: TestDatabase) {
-    let clock = ManualClock::now();
-    let store = db.store.clone().with_clock(clock.clone());
+    let (clock, store, wh, id) = with_table(&db).await;
     let store: &dyn CatalogStore = &store;
-    let wh = warehouse(store, "file:///w").await.id;
-    let id = create(store, &wh, "t", "file:///w/db/t-1", "u1").await.unwrap();
     let now = clock.now_ms();
     drop_kept(store, &wh, "t", keep(now + DAY, Some(now + DAY))).await;
     // Another principal may not take the location of a table it did not drop...
-    let stranger = store
-        .create_tabular(
-            &WriteContext::by_principal("q", None),
-            &NewTabular {
-                warehouse_id: &wh,
-                namespace: &ns("db"),
-                name: "mine",
-                kind: TabularKind::Table,
-                location: "file:///w/db/t-1",
-                extra_locations: &[],
-                metadata_location: "file:///w/db/t-1/metadata/00000-x.metadata.json",
-                metadata: &document("u1"),
-                metadata_gzip: None,
-            },
-        )
-        .await;
+    let stranger = create_as(store, "q", &wh, ("mine", "file:///w/db/t-1"), "u1").await;
     assert!(matches!(stranger, Err(CatalogError::BadRequest(_))), "{stranger:?}");
     // Nor does the uuid alone, elsewhere, call off its purge or its undrop.
     create(store, &wh, "impostor", "file:///w/db/elsewhere", "u1").await.unwrap();

@@ -284,15 +284,11 @@ pub async fn queue_expiry(
     (reason, now_ms): (&str, i64),
 ) -> Result<()> {
     let task = NewTask {
-        warehouse_id: Some(warehouse_id.as_str().to_owned()),
-        tabular_id: Some(id.as_str().to_owned()),
-        dedupe_key: Some(format!("expire:{id}")),
         params: json!({ "namespace": table.namespace.levels(), "name": table.name }),
-        not_before_ms: due_ms,
         max_attempts: 5,
         // A commit while an expiry runs may make more due: that expiry runs once more.
         rerun_if_running: true,
-        ..NewTask::new(KIND, reason, due_ms)
+        ..NewTask::for_tabular(KIND, reason, (warehouse_id.as_str(), id.as_str()), due_ms)
     };
     queue.enqueue(&task, now_ms).await?;
     Ok(())

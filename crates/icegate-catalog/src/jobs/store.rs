@@ -84,6 +84,19 @@ impl NewTask {
     }
 }
 
+impl NewTask {
+    /// A task of `kind` about one table or view, due at `due_ms`: one at a time per table
+    /// (its key is the kind and the table's id).
+    pub fn for_tabular(kind: &str, reason: &str, (warehouse_id, tabular_id): (&str, &str), due_ms: i64) -> Self {
+        Self {
+            warehouse_id: Some(warehouse_id.to_owned()),
+            tabular_id: Some(tabular_id.to_owned()),
+            dedupe_key: Some(format!("{kind}:{tabular_id}")),
+            ..Self::new(kind, reason, due_ms)
+        }
+    }
+}
+
 /// How far a task got, in units the job chooses (files, tables, keys) and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {
