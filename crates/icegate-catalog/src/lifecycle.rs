@@ -261,7 +261,8 @@ impl Lifecycle<'_> {
         Ok((entry, restored))
     }
 
-    /// The newest restorable entry of a name (several tables of one name may have been dropped).
+    /// The newest restorable entry of a name (several tables of one name may have been dropped),
+    /// else the newest of that name (undrop then says why it cannot).
     async fn newest_named(
         &self,
         warehouse: &Warehouse,
@@ -269,22 +270,9 @@ impl Lifecycle<'_> {
         name: &str,
     ) -> Result<Option<DeletedTabular>> {
         let now = self.clock().now_ms();
-        let mut before = None;
-        loop {
-            let page = self
-                .store()
-                .list_deleted(&warehouse.id, &DeletedFilter { before: before.clone(), limit: Some(1000) })
-                .await?;
-            let Some(last) = page.last() else { return Ok(None) };
-            before = Some((last.dropped_at_ms, last.id.as_str().to_owned()));
-            let mut named = page.iter().filter(|e| &e.namespace == namespace && e.name == name).peekable();
-            if named.peek().is_some() {
-                let restorable = named.clone().find(|e| e.not_restorable(now).is_none());
-                return Ok(restorable.or_else(|| named.next()).cloned());
-            }
-            if page.len() < 1000 {
-                return Ok(None);
-            }
-        }
+        let filter = DeletedFilter { named: Some((namespace.clone(), name.to_owned())), ..DeletedFilter::default() };
+        let mut named = self.store().list_deleted(&warehouse.id, &filter).await?;
+        let at = named.iter().position(|e| e.not_restorable(now).is_none()).unwrap_or(0);
+        Ok((at < named.len()).then(|| named.swap_remove(at)))
     }
 }

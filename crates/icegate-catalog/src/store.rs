@@ -236,6 +236,8 @@ pub struct DeletedFilter {
     /// Entries dropped before this one (by (dropped-at, id), newest first), for the next page.
     pub before: Option<(i64, String)>,
     pub limit: Option<i64>,
+    /// Only the entries dropped as this namespace and name.
+    pub named: Option<(NamespaceIdent, String)>,
 }
 
 /// Where a table's or view's current metadata is, without the document itself.

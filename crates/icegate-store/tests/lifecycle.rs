@@ -115,6 +115,9 @@ async fn a_kept_entry_frees_its_name_holds_its_location_and_is_undropped(db: Tes
         (id.as_str(), "t", "p")
     );
     assert_eq!(listed[0].not_restorable(now), None);
+    let named = |name: &str| DeletedFilter { named: Some((ns("db"), name.to_owned())), ..DeletedFilter::default() };
+    assert_eq!(store.list_deleted(&wh, &named("t")).await.unwrap(), listed, "by its name");
+    assert!(store.list_deleted(&wh, &named("u")).await.unwrap().is_empty(), "not by another");
 
     // Its name is free; its location is not (its files are still there), not even inside it.
     let other = create(store, &wh, "t", "file:///w/db/t-2", "u2").await.unwrap();

@@ -115,7 +115,7 @@ pub async fn list_deleted(
             Some(parsed.ok_or_else(|| ApiError::bad_request("pageToken is not one this listing gave"))?)
         }
     };
-    let filter = DeletedFilter { before, limit: Some(page_size) };
+    let filter = DeletedFilter { before, limit: Some(page_size), ..DeletedFilter::default() };
     let entries = state.catalog.lifecycle().list_deleted(&ctx, &name, filter).await?;
     let next_page_token = (entries.len() as i64 == page_size)
         .then(|| entries.last().map(|e| format!("{}:{}", e.dropped_at_ms, e.id.as_str())))

@@ -221,9 +221,12 @@ impl SqlStore {
         filter: &DeletedFilter,
     ) -> Result<Vec<DeletedTabular>, CatalogError> {
         let (before_at, before_id) = filter.before.clone().unwrap_or((i64::MAX, String::new()));
+        let (namespace, name) =
+            filter.named.as_ref().map(|(ns, name)| (ns.encoded(), name.as_str())).unwrap_or_default();
         let sql = format!(
             "SELECT {COLUMNS} FROM deleted_tabulars WHERE warehouse_id = $1 \
              AND (dropped_at < $2 OR (dropped_at = $2 AND ($3 = '' OR id < $3))) \
+             AND ($5 = '' OR (namespace = $5 AND name = $6)) \
              ORDER BY dropped_at DESC, id DESC LIMIT $4"
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
@@ -231,6 +234,8 @@ impl SqlStore {
             .bind(before_at)
             .bind(before_id)
             .bind(filter.limit.unwrap_or(1000))
+            .bind(namespace)
+            .bind(name)
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
