@@ -9,7 +9,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::routes::{
-    access, audit, config, holds, lifecycle, namespaces, oauth, ops, reviews, tables, tasks, views, warehouses,
+    access, audit, config, holds, lifecycle, maintenance, namespaces, oauth, ops, reviews, tables, tasks, views,
+    warehouses,
 };
 
 #[derive(OpenApi)]
@@ -180,6 +181,10 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(tasks::cancel_task))
         .routes(routes!(lifecycle::list_deleted))
         .routes(routes!(lifecycle::undrop))
+        .routes(routes!(maintenance::plan))
+        .routes(routes!(maintenance::run))
+        .routes(routes!(maintenance::list_quarantine))
+        .routes(routes!(maintenance::restore))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

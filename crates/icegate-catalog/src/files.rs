@@ -35,6 +35,10 @@ pub trait FileIo: Send + Sync + 'static {
     /// below it. Object stores delete in bulk (S3 `DeleteObjects`, 1,000 keys a call); a local
     /// directory is walked without following links (a link is removed, its target kept).
     async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted>;
+    /// Lists the files below `prefix` (a directory location: `prefix/...`, never a sibling such
+    /// as `prefix-2/...`), at most `max_files`; `complete` says whether that was all of them. A
+    /// local directory is walked without following links, and only regular files are listed.
+    async fn list_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Listing>;
     /// Deletes these files (in bulk where the store can: S3 `DeleteObjects`); a missing file is
     /// not an error.
     async fn delete_many(&self, warehouse: &Warehouse, locations: &[String]) -> Result<()> {
@@ -43,6 +47,23 @@ pub trait FileIo: Send + Sync + 'static {
         }
         Ok(())
     }
+}
+
+/// A file found by [`FileIo::list_below`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedFile {
+    pub location: String,
+    pub size: u64,
+    /// Its last-modified time (ms since the epoch), as the store reports it.
+    pub modified_ms: i64,
+}
+
+/// What one [`FileIo::list_below`] call found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub files: Vec<ListedFile>,
+    /// Every file below the prefix is listed.
+    pub complete: bool,
 }
 
 /// What one [`FileIo::delete_some_below`] call deleted.

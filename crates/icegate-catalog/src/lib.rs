@@ -30,6 +30,7 @@ pub mod ident;
 pub mod ids;
 pub mod jobs;
 pub mod lifecycle;
+pub mod maintenance;
 pub mod metadata_cache;
 pub mod namespaces;
 pub mod pagination;

@@ -67,9 +67,13 @@ pub fn check_namespace_properties<'a>(properties: impl IntoIterator<Item = (&'a 
             HOLD_PROPERTY | PURGE_DELAY_PROPERTY => {
                 parse_period(key, value)?;
             }
+            other if crate::maintenance::is_policy_key(other) => {
+                crate::maintenance::PolicyLevel::from_properties([(key, value)])?;
+            }
             other if is_policy_key(other) => {
                 return Err(CatalogError::bad_request(format!(
-                    "unknown lifecycle property {other:?} ({HOLD_PROPERTY}, {PURGE_DELAY_PROPERTY})"
+                    "unknown lifecycle property {other:?} ({HOLD_PROPERTY}, {PURGE_DELAY_PROPERTY}, \
+                     lifecycle.expire.*, lifecycle.orphan.*: docs/lifecycle.md)"
                 )));
             }
             _ => {}

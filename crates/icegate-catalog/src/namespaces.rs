@@ -53,6 +53,7 @@ impl Namespaces<'_> {
             self.container_with(ctx, prefix, parent.as_ref(), Privilege::Admin).await?;
         }
         self.store().create_namespace(&ctx.write(), &warehouse.id, &namespace, &properties).await?;
+        self.namespace_policies().clear();
         Ok((namespace, properties))
     }
 
@@ -81,6 +82,7 @@ impl Namespaces<'_> {
     pub async fn drop(&self, ctx: &RequestContext, prefix: &WarehouseId, namespace: &NamespaceIdent) -> Result<()> {
         let (warehouse, _) = self.namespace_with(ctx, prefix, namespace, Privilege::Drop).await?;
         self.store().drop_namespace(&ctx.write(), &warehouse.id, namespace).await?;
+        self.namespace_policies().clear();
         // Grants follow objects: a namespace made anew under this name is another one.
         ctx.access_changed();
         Ok(())
@@ -111,6 +113,12 @@ impl Namespaces<'_> {
         let mut removals = removals;
         removals.sort_unstable();
         removals.dedup();
-        self.store().update_namespace_properties(&ctx.write(), &warehouse.id, namespace, &updates, &removals).await
+        let change = self
+            .store()
+            .update_namespace_properties(&ctx.write(), &warehouse.id, namespace, &updates, &removals)
+            .await?;
+        // Maintenance policy inherited from namespaces is cached: this replica sees it at once.
+        self.namespace_policies().clear();
+        Ok(change)
     }
 }

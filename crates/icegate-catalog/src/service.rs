@@ -118,6 +118,10 @@ pub struct Catalog {
     /// When this replica last queued each table's snapshot expiry (due time): a commit that
     /// finds one queued for no later than it would ask skips the queue's round trip.
     expiry_queued: Arc<std::sync::Mutex<std::collections::HashMap<crate::ids::TabularId, i64>>>,
+    /// The maintenance policy namespaces set, merged up the tree, by warehouse and namespace:
+    /// 30 s, cleared by every change of namespace properties through this replica.
+    namespace_policies: Arc<TtlCache<(WarehouseId, crate::NamespaceIdent), crate::maintenance::PolicyLevel>>,
+    orphan_defaults: crate::maintenance::OrphanDefaults,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -171,6 +175,8 @@ impl Catalog {
             two_person_holds: false,
             lifecycle: crate::lifecycle::LifecycleDefaults::default(),
             expiry_queued: Arc::default(),
+            namespace_policies: Arc::new(TtlCache::new(MAX_CACHED_WAREHOUSES, Some(WAREHOUSE_CACHE_TTL))),
+            orphan_defaults: crate::maintenance::OrphanDefaults::default(),
             tasks: None,
         }
     }
@@ -205,6 +211,22 @@ impl Catalog {
 
     pub(crate) fn lifecycle_defaults(&self) -> crate::lifecycle::LifecycleDefaults {
         self.lifecycle
+    }
+
+    /// The server's defaults for orphan removal (`lifecycle.orphan.*`).
+    pub fn with_orphan_defaults(mut self, defaults: crate::maintenance::OrphanDefaults) -> Self {
+        self.orphan_defaults = defaults;
+        self
+    }
+
+    pub fn orphan_defaults(&self) -> crate::maintenance::OrphanDefaults {
+        self.orphan_defaults
+    }
+
+    pub(crate) fn namespace_policies(
+        &self,
+    ) -> &TtlCache<(WarehouseId, crate::NamespaceIdent), crate::maintenance::PolicyLevel> {
+        &self.namespace_policies
     }
 
     /// Whether this replica queued table `id`'s expiry for a time still to come and no later

@@ -67,6 +67,47 @@ pub struct WarehouseSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub purge_delay: Option<std::time::Duration>,
+    /// Maintenance policy for the warehouse's tables (namespace properties of the same names
+    /// override it; docs/lifecycle.md): snapshot expiry for tables that set none of their own,
+    #[serde(
+        rename = "lifecycle.expire.max-snapshot-age",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expire_max_snapshot_age: Option<std::time::Duration>,
+    #[serde(rename = "lifecycle.expire.min-snapshots-to-keep", default, skip_serializing_if = "Option::is_none")]
+    pub expire_min_snapshots_to_keep: Option<u32>,
+    #[serde(
+        rename = "lifecycle.expire.max-ref-age",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expire_max_ref_age: Option<std::time::Duration>,
+    /// and orphan removal: how old an unreferenced file must be, how long it stays quarantined,
+    /// how often the catalog looks.
+    #[serde(
+        rename = "lifecycle.orphan.older-than",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub orphan_older_than: Option<std::time::Duration>,
+    #[serde(
+        rename = "lifecycle.orphan.quarantine",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub orphan_quarantine: Option<std::time::Duration>,
+    #[serde(
+        rename = "lifecycle.orphan.interval",
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub orphan_interval: Option<std::time::Duration>,
 }
 
 fn yes() -> bool {
@@ -80,6 +121,12 @@ impl Default for WarehouseSettings {
             credentials_max_lifetime_seconds: None,
             soft_delete_hold: None,
             purge_delay: None,
+            expire_max_snapshot_age: None,
+            expire_min_snapshots_to_keep: None,
+            expire_max_ref_age: None,
+            orphan_older_than: None,
+            orphan_quarantine: None,
+            orphan_interval: None,
         }
     }
 }

@@ -140,6 +140,7 @@ impl Warehouses<'_> {
 /// within what STS allows, and none with `static` vending (the warehouse's own keys, which no
 /// lifetime bounds: a cap there would be a promise nothing keeps).
 fn check_settings(settings: &crate::store::WarehouseSettings, profile: &crate::storage::StorageProfile) -> Result<()> {
+    crate::maintenance::check_settings(settings)?;
     let Some(cap) = settings.credentials_max_lifetime_seconds else { return Ok(()) };
     if !(900..=43_200).contains(&cap) {
         return Err(CatalogError::bad_request(format!(

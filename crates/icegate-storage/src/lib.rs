@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use icegate_catalog::files::{Deleted, FileIo};
+use icegate_catalog::files::{Deleted, FileIo, ListedFile, Listing};
 use icegate_catalog::storage::SecretCipher;
 use icegate_catalog::store::Warehouse;
 use icegate_catalog::{CatalogError, Result};
@@ -219,6 +219,44 @@ impl FileIo for ObjectStoreIo {
             }
         }
         Ok(())
+    }
+
+    async fn list_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Listing> {
+        let prefix = prefix.trim_end_matches('/');
+        let (store, path) = self.resolve(warehouse, prefix).await?;
+        if prefix.starts_with("file://") {
+            let (root, owned) = (warehouse.storage_root.as_str().to_owned(), prefix.to_owned());
+            let (found, complete) =
+                local_io("listing", prefix, move || local::list_below(&root, &owned, max_files)).await?;
+            let files = found
+                .into_iter()
+                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms })
+                .collect();
+            return Ok(Listing { files, complete });
+        }
+        // `list` matches whole path segments: `prefix/...`, never `prefix-2/...`.
+        let listed: Vec<object_store::ObjectMeta> = store
+            .list(Some(&path))
+            .take(max_files.saturating_add(1))
+            .try_collect()
+            .await
+            .map_err(|e| io_error("listing", prefix, e))?;
+        let complete = listed.len() <= max_files;
+        let base = path.as_ref().to_owned();
+        let files = listed
+            .into_iter()
+            .take(max_files)
+            .filter_map(|meta| {
+                let key = meta.location.as_ref();
+                let rest = key.strip_prefix(base.as_str())?.strip_prefix('/')?;
+                Some(ListedFile {
+                    location: format!("{prefix}/{rest}"),
+                    size: meta.size,
+                    modified_ms: meta.last_modified.timestamp_millis(),
+                })
+            })
+            .collect();
+        Ok(Listing { files, complete })
     }
 
     async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted> {

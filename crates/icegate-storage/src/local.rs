@@ -211,6 +211,60 @@ impl Walk {
     }
 }
 
+/// A regular file found below a directory: its location, size and last-modified time (ms).
+pub(crate) type ListedFile = (String, u64, i64);
+
+/// Lists the regular files below the directory `location`, at most `max` of them (`true`: all),
+/// without following links: a link, a FIFO or a socket is not listed (so never deleted as an
+/// orphan), nor is a name that is not UTF-8 (no metadata can name it).
+pub(crate) fn list_below(root: &str, location: &str, max: usize) -> std::io::Result<(Vec<ListedFile>, bool)> {
+    let parts = components(root, location)?;
+    let (name, parents) = parts.split_last().ok_or_else(|| std::io::Error::other("an empty location"))?;
+    let Some(parent) = open_dir(split_root(root), parents, false)? else { return Ok((Vec::new(), true)) };
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
+    let dir = match rustix::fs::openat(&parent, *name, flags, Mode::empty()) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) => return Ok((Vec::new(), true)),
+        Err(e) => return Err(errno(e)),
+    };
+    let mut found = Vec::new();
+    let mut pending = vec![(dir, location.trim_end_matches('/').to_owned())];
+    while let Some((dir, prefix)) = pending.pop() {
+        for entry in Dir::read_from(&dir).map_err(errno)? {
+            let entry = entry.map_err(errno)?;
+            let Ok(name) = entry.file_name().to_str() else { continue };
+            if name == "." || name == ".." {
+                continue;
+            }
+            let stat = match rustix::fs::statat(&dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(errno(e)),
+            };
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::Directory => {
+                    let sub = match rustix::fs::openat(&dir, entry.file_name(), flags, Mode::empty()) {
+                        Ok(sub) => sub,
+                        Err(Errno::NOENT) => continue,
+                        Err(e) => return Err(errno(e)),
+                    };
+                    pending.push((sub, format!("{prefix}/{name}")));
+                }
+                FileType::RegularFile => {
+                    if found.len() >= max {
+                        return Ok((found, false));
+                    }
+                    let modified =
+                        stat.st_mtime.saturating_mul(1000).saturating_add(stat.st_mtime_nsec as i64 / 1_000_000);
+                    found.push((format!("{prefix}/{name}"), u64::try_from(stat.st_size).unwrap_or(0), modified));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok((found, true))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ mod heads;
 mod holds;
 mod idempotency;
 mod locations;
+mod maintenance;
 mod namespaces;
 mod sqlite_reads;
 mod tabulars;

@@ -5,7 +5,12 @@
 //! claimed again after its lease expired changes nothing.
 
 use async_trait::async_trait;
-use icegate_catalog::jobs::{Finish, NewTask, Progress, TaskFilter, TaskRecord, TaskState, TaskStore};
+use icegate_catalog::NamespaceIdent;
+use icegate_catalog::idempotency::WriteContext;
+use icegate_catalog::jobs::{
+    Finish, MaintainedTable, NewTask, Progress, QuarantineFilter, QuarantinedFile, TaskFilter, TaskRecord, TaskState,
+    TaskStore,
+};
 use icegate_catalog::{CatalogError, Result};
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -306,5 +311,55 @@ impl TaskStore for SqlStore {
             .await
             .map_err(db_error)?;
         rows.iter().map(task_from).collect()
+    }
+
+    async fn maintained_tables(
+        &self,
+        warehouse_id: &str,
+        namespace: Option<&NamespaceIdent>,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<MaintainedTable>> {
+        self.tables_in_scope(warehouse_id, namespace, after_id, limit).await
+    }
+
+    async fn maintained_table(&self, id: &str) -> Result<Option<MaintainedTable>> {
+        self.table_in_scope(id).await
+    }
+
+    async fn quarantine(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        files: &[QuarantinedFile],
+    ) -> Result<u64> {
+        self.add_quarantined(write, table, files).await
+    }
+
+    async fn quarantined(&self, filter: &QuarantineFilter) -> Result<Vec<QuarantinedFile>> {
+        self.quarantined_files(filter).await
+    }
+
+    async fn restore_quarantined(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        locations: Option<&[String]>,
+    ) -> Result<u64> {
+        self.restore_files(write, table, locations).await
+    }
+
+    async fn forget_quarantined(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        locations: &[String],
+        deleted: Option<u64>,
+    ) -> Result<u64> {
+        self.forget_files(write, table, locations, deleted).await
+    }
+
+    async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64> {
+        self.forget_quarantine_of_gone_tables(limit).await
     }
 }

@@ -203,6 +203,14 @@ impl FileIo for Stalling {
     async fn delete(&self, w: &Warehouse, location: &str) -> icegate_catalog::Result<()> {
         self.inner.delete(w, location).await
     }
+    async fn list_below(
+        &self,
+        w: &Warehouse,
+        prefix: &str,
+        max: usize,
+    ) -> icegate_catalog::Result<icegate_catalog::files::Listing> {
+        self.inner.list_below(w, prefix, max).await
+    }
     async fn delete_some_below(&self, w: &Warehouse, prefix: &str, max: usize) -> icegate_catalog::Result<Deleted> {
         if Some(self.calls.fetch_add(1, Ordering::SeqCst) + 1) == self.stall_at {
             std::future::pending::<()>().await;

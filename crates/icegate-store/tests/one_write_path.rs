@@ -33,6 +33,11 @@ const NOT_CHANGES: &[(&str, &str)] = &[
          recorded with its end of hold; no file is touched",
     ),
     (
+        "forget_quarantine_of_gone_tables",
+        "the orphan quarantine of tables the catalog no longer has (the maintenance sweep): bookkeeping of files \
+         never deleted, whose quarantine was recorded",
+    ),
+    (
         "store_grant_use",
         "when grants were last used: bookkeeping of decisions, written in batches, no change of the catalog",
     ),

@@ -35,6 +35,7 @@ pub struct Config {
 pub struct LifecycleConfig {
     pub soft_delete: SoftDeleteConfig,
     pub purge: PurgeConfig,
+    pub orphan: OrphanConfig,
     /// How often the lifecycle sweep runs: deleted entries past their hold go, due purges are
     /// queued.
     #[serde(with = "humantime_serde")]
@@ -46,6 +47,7 @@ impl Default for LifecycleConfig {
         Self {
             soft_delete: SoftDeleteConfig::default(),
             purge: PurgeConfig::default(),
+            orphan: OrphanConfig::default(),
             sweep_interval: Duration::from_secs(600),
         }
     }
@@ -73,6 +75,34 @@ pub struct PurgeConfig {
     /// meanwhile). A warehouse setting or namespace property `lifecycle.purge.delay` overrides it.
     #[serde(with = "humantime_serde")]
     pub delay: Duration,
+}
+
+/// Orphan removal (docs/lifecycle.md): warehouse settings and namespace properties
+/// `lifecycle.orphan.*` override the first two.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OrphanConfig {
+    /// How old an unreferenced file must be before it is quarantined.
+    #[serde(with = "humantime_serde")]
+    pub older_than: Duration,
+    /// How long a quarantined file waits (restorable) before it is deleted.
+    #[serde(with = "humantime_serde")]
+    pub quarantine: Duration,
+    /// No policy makes `older-than` shorter than this: a younger file may belong to a commit
+    /// still being written.
+    #[serde(with = "humantime_serde")]
+    pub min_older_than: Duration,
+}
+
+impl Default for OrphanConfig {
+    fn default() -> Self {
+        let defaults = icegate_catalog::maintenance::OrphanDefaults::default();
+        Self {
+            older_than: defaults.older_than,
+            quarantine: defaults.quarantine,
+            min_older_than: defaults.min_older_than,
+        }
+    }
 }
 
 /// The audit trail outside the database (docs/governance.md).
@@ -670,6 +700,9 @@ impl Config {
         for (key, period) in [
             ("lifecycle.soft_delete.hold", self.lifecycle.soft_delete.hold),
             ("lifecycle.purge.delay", self.lifecycle.purge.delay),
+            ("lifecycle.orphan.older_than", self.lifecycle.orphan.older_than),
+            ("lifecycle.orphan.quarantine", self.lifecycle.orphan.quarantine),
+            ("lifecycle.orphan.min_older_than", self.lifecycle.orphan.min_older_than),
         ] {
             if period > icegate_catalog::lifecycle::MAX_PERIOD {
                 bail!("invalid configuration: {key} is at most 3650 days");

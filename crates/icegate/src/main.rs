@@ -479,6 +479,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             soft_delete_hold: config.lifecycle.soft_delete.hold,
             purge_delay: config.lifecycle.purge.delay,
         })
+        .with_orphan_defaults(icegate_catalog::maintenance::OrphanDefaults {
+            older_than: config.lifecycle.orphan.older_than,
+            quarantine: config.lifecycle.orphan.quarantine,
+            min_older_than: config.lifecycle.orphan.min_older_than,
+        })
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
@@ -534,10 +539,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // shutdown.
     let (stop_usage, usage_stop) = tokio::sync::watch::channel(false);
     let usage_flush = security.authorizer.spawn_usage_flush(std::time::Duration::from_secs(30), usage_stop);
-    let expiry = icegate_catalog::jobs::expire_snapshots::ExpireSnapshots::new(
-        std::sync::Arc::new(catalog.clone()),
-        job_metrics.clone(),
-    );
+    let shared_catalog = std::sync::Arc::new(catalog.clone());
+    let expiry =
+        icegate_catalog::jobs::expire_snapshots::ExpireSnapshots::new(shared_catalog.clone(), job_metrics.clone());
+    let orphans = icegate_catalog::jobs::orphans::RemoveOrphans::new(shared_catalog.clone(), job_metrics.clone());
+    let maintenance_sweep = icegate_catalog::jobs::maintenance_sweep::MaintenanceSweep::new(shared_catalog);
     let app = icegate_api::app(
         catalog,
         security,
@@ -559,6 +565,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         icegate_catalog::jobs::Runner::new(tasks.clone(), clock.clone())
             .with_metrics(job_metrics.clone())
             .with_job(std::sync::Arc::new(expiry))
+            .with_job(std::sync::Arc::new(orphans))
+            .with_job(std::sync::Arc::new(maintenance_sweep))
+            .every(
+                icegate_catalog::jobs::maintenance_sweep::KIND,
+                config.lifecycle.sweep_interval,
+                "tables under inherited expiry or orphan policies get their work queued",
+            )
             .with_job(std::sync::Arc::new(icegate_catalog::jobs::purge::PurgeJob::new(
                 store.clone(),
                 storage.clone(),

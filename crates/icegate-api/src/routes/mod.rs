@@ -9,6 +9,7 @@ pub mod audit;
 pub mod config;
 pub mod holds;
 pub mod lifecycle;
+pub mod maintenance;
 pub mod namespaces;
 pub mod oauth;
 pub mod ops;

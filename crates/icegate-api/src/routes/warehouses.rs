@@ -47,6 +47,12 @@ impl From<Warehouse> for WarehouseResponse {
                 credentials_max_lifetime_seconds: w.settings.credentials_max_lifetime_seconds,
                 soft_delete_hold: w.settings.soft_delete_hold.map(format_period),
                 purge_delay: w.settings.purge_delay.map(format_period),
+                expire_max_snapshot_age: w.settings.expire_max_snapshot_age.map(format_period),
+                expire_min_snapshots_to_keep: w.settings.expire_min_snapshots_to_keep,
+                expire_max_ref_age: w.settings.expire_max_ref_age.map(format_period),
+                orphan_older_than: w.settings.orphan_older_than.map(format_period),
+                orphan_quarantine: w.settings.orphan_quarantine.map(format_period),
+                orphan_interval: w.settings.orphan_interval.map(format_period),
             },
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
@@ -342,6 +348,32 @@ pub struct WarehouseSettingsBody {
     /// meanwhile; absent: the server's `lifecycle.purge.delay`, by default 0).
     #[serde(rename = "lifecycle.purge.delay", default, skip_serializing_if = "Option::is_none")]
     pub purge_delay: Option<String>,
+    /// Snapshot expiry for tables that set no `history.expire.max-snapshot-age-ms` of their own
+    /// (`7d`; absent: none). Namespace properties of the same names override these.
+    #[serde(rename = "lifecycle.expire.max-snapshot-age", default, skip_serializing_if = "Option::is_none")]
+    pub expire_max_snapshot_age: Option<String>,
+    /// How many snapshots expiry keeps whatever their age (default 1).
+    #[serde(rename = "lifecycle.expire.min-snapshots-to-keep", default, skip_serializing_if = "Option::is_none")]
+    pub expire_min_snapshots_to_keep: Option<u32>,
+    /// How old a branch or tag (not `main`) may grow before expiry removes it (absent: kept).
+    #[serde(rename = "lifecycle.expire.max-ref-age", default, skip_serializing_if = "Option::is_none")]
+    pub expire_max_ref_age: Option<String>,
+    /// How old an unreferenced file must be before orphan removal quarantines it (default the
+    /// server's `lifecycle.orphan.older_than`, 24h; never below `lifecycle.orphan.min_older_than`).
+    #[serde(rename = "lifecycle.orphan.older-than", default, skip_serializing_if = "Option::is_none")]
+    pub orphan_older_than: Option<String>,
+    /// How long a quarantined file waits before it is deleted (default 7d); restorable meanwhile.
+    #[serde(rename = "lifecycle.orphan.quarantine", default, skip_serializing_if = "Option::is_none")]
+    pub orphan_quarantine: Option<String>,
+    /// How often the catalog removes orphans of each table (absent: only when asked).
+    #[serde(rename = "lifecycle.orphan.interval", default, skip_serializing_if = "Option::is_none")]
+    pub orphan_interval: Option<String>,
+}
+
+use icegate_catalog::maintenance;
+
+fn period(key: &str, value: Option<String>) -> Result<Option<std::time::Duration>, ApiError> {
+    Ok(value.map(|v| icegate_catalog::lifecycle::parse_period(key, &v)).transpose()?)
 }
 
 fn format_period(period: std::time::Duration) -> String {
@@ -388,6 +420,12 @@ pub async fn update_settings(
             .purge_delay
             .map(|v| icegate_catalog::lifecycle::parse_period(icegate_catalog::lifecycle::PURGE_DELAY_PROPERTY, &v))
             .transpose()?,
+        expire_max_snapshot_age: period(maintenance::EXPIRE_MAX_AGE, settings.expire_max_snapshot_age)?,
+        expire_min_snapshots_to_keep: settings.expire_min_snapshots_to_keep,
+        expire_max_ref_age: period(maintenance::EXPIRE_MAX_REF_AGE, settings.expire_max_ref_age)?,
+        orphan_older_than: period(maintenance::ORPHAN_OLDER_THAN, settings.orphan_older_than)?,
+        orphan_quarantine: period(maintenance::ORPHAN_QUARANTINE, settings.orphan_quarantine)?,
+        orphan_interval: period(maintenance::ORPHAN_INTERVAL, settings.orphan_interval)?,
     };
     Ok(Json(state.catalog.warehouses().update_settings(&ctx, &name, settings).await?.into()))
 }

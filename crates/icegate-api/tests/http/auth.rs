@@ -503,6 +503,9 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/management/v1/access-reviews/{id}/decisions"), json!({"decisions": [{"line": 1, "decision": "revoke-grant"}]})),
         (("POST", "/management/v1/legal-holds"), json!({"securable": {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "t1"}, "reason": "r"})),
         (("POST", "/management/v1/warehouses/{name}/undrop"), json!({"namespace": ["db"], "name": "t1"})),
+        (("POST", "/management/v1/warehouses/{name}/maintenance/plan"), json!({"namespace": ["db"], "table": "t1"})),
+        (("POST", "/management/v1/warehouses/{name}/maintenance/run"), json!({"namespace": ["db"], "table": "t1"})),
+        (("POST", "/management/v1/warehouses/{name}/maintenance/quarantine/restore"), json!({"namespace": ["db"], "table": "t1"})),
     ]
     .into_iter()
     .collect();

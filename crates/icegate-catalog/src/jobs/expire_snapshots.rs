@@ -63,7 +63,7 @@ fn positive(properties: &HashMap<String, String>, key: &str) -> Result<Option<i6
 /// The policy a table's properties set; `None` when they ask for no expiry (no
 /// `history.expire.max-snapshot-age-ms`) or forbid deleting files (`gc.enabled=false`).
 pub fn expiry_policy(properties: &HashMap<String, String>) -> Result<Option<ExpiryPolicy>> {
-    if properties.get(GC_ENABLED_PROPERTY).is_some_and(|v| v.eq_ignore_ascii_case("false")) {
+    if !gc_enabled(properties) {
         return Ok(None);
     }
     let Some(max_age) = positive(properties, MAX_AGE_PROPERTY)? else { return Ok(None) };
@@ -73,6 +73,11 @@ pub fn expiry_policy(properties: &HashMap<String, String>) -> Result<Option<Expi
         min_snapshots_to_keep: usize::try_from(min_keep).unwrap_or(usize::MAX),
         max_ref_age_ms: positive(properties, MAX_REF_AGE_PROPERTY)?,
     }))
+}
+
+/// Whether the table lets the catalog delete its files (`gc.enabled`, true unless `false`).
+pub fn gc_enabled(properties: &HashMap<String, String>) -> bool {
+    !properties.get(GC_ENABLED_PROPERTY).is_some_and(|v| v.eq_ignore_ascii_case("false"))
 }
 
 /// What expiry reads of a metadata document.
@@ -93,6 +98,14 @@ pub struct Document {
     partition_statistics: Vec<StatisticsEntry>,
     #[serde(default = "v2")]
     format_version: u8,
+    #[serde(default)]
+    metadata_log: Vec<MetadataLogEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct MetadataLogEntry {
+    metadata_file: String,
 }
 
 fn v2() -> u8 {
@@ -137,6 +150,11 @@ impl Document {
     pub fn parse(text: &str) -> Result<Self> {
         serde_json::from_str(text)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("table metadata unreadable for expiry: {e}")))
+    }
+
+    /// The metadata files its metadata log lists.
+    pub fn metadata_log_files(&self) -> impl Iterator<Item = &str> {
+        self.metadata_log.iter().map(|entry| entry.metadata_file.as_str())
     }
 
     /// The refs, with `main` at the current snapshot when the document has none (format v1).
@@ -252,26 +270,53 @@ pub fn plan(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> ExpiryPl
 
 /// When a table's next expiry is due (after a commit: the cheap check), `None` when nothing
 /// will be.
-pub fn next_due(document: &Document, now_ms: i64) -> Result<Option<i64>> {
-    let Some(policy) = expiry_policy(&document.properties)? else { return Ok(None) };
-    let plan = plan(document, &policy, now_ms);
+pub fn next_due(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> Option<i64> {
+    let plan = plan(document, policy, now_ms);
     if !plan.remove_snapshots.is_empty() || !plan.remove_refs.is_empty() {
-        return Ok(Some(now_ms));
+        return Some(now_ms);
     }
-    Ok(plan.next_due_ms)
+    plan.next_due_ms
 }
 
 /// The after-commit check, cheap (one pass over the snapshots, no plan): when the oldest
 /// snapshot reaches the policy's age, if the table holds more snapshots than it keeps by count.
 /// The expiry task plans; an early run finds nothing and queues itself for when something is due.
-pub fn first_due(document: &Document, now_ms: i64) -> Result<Option<i64>> {
-    let Some(policy) = expiry_policy(&document.properties)? else { return Ok(None) };
+pub fn first_due(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> Option<i64> {
     let refs_expire = policy.max_ref_age_ms.is_some() || document.refs.values().any(|r| r.max_ref_age_ms.is_some());
     if document.snapshots.len() <= policy.min_snapshots_to_keep && !refs_expire {
-        return Ok(None);
+        return None;
     }
     let oldest = document.snapshots.iter().map(|s| s.timestamp_ms).min();
-    Ok(oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms)))
+    oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms))
+}
+
+/// The dry run of table `table`'s expiry under `policy`: what would be removed now, and the
+/// files that would go with it (read, never deleted).
+pub async fn dry_run(
+    catalog: &Catalog,
+    warehouse: &Warehouse,
+    table: &crate::jobs::MaintainedTable,
+    document: &Document,
+    policy: &ExpiryPolicy,
+) -> Result<Value> {
+    let planned = plan(document, policy, catalog.clock().now_ms());
+    let removed: HashSet<i64> = planned.remove_snapshots.iter().copied().collect();
+    let retained: HashSet<i64> =
+        document.snapshots.iter().map(|s| s.snapshot_id).filter(|id| !removed.contains(id)).collect();
+    let mut budget = MAX_RUN_ENTRIES;
+    let (then, sizes) = reachable(catalog, warehouse, document, Some(&removed), &mut budget).await?;
+    let (still, _) = reachable(catalog, warehouse, document, Some(&retained), &mut budget).await?;
+    let owned = TableLocations::new(catalog.store().recorded_locations(&TabularId::new(table.id.clone())).await?);
+    let doomed: Vec<&String> =
+        then.difference(&still).filter(|f| owned.contains(f) && !f.ends_with(".metadata.json")).collect();
+    Ok(json!({
+        "snapshots": planned.remove_snapshots.len(),
+        "refs": planned.remove_refs,
+        "files": doomed.len(),
+        "bytes": doomed.iter().filter_map(|f| sizes.get(*f)).sum::<u64>(),
+        "kept-foreign-files": then.difference(&still).filter(|f| !owned.contains(f)).count(),
+        "next-due-ms": planned.next_due_ms,
+    }))
 }
 
 /// Queues the expiry of table `id` (named `table` now), due at `due_ms`; once per table while one
@@ -393,7 +438,7 @@ fn avro_records_within(location: &str, bytes: &[u8], (max_records, max_inflated)
 
 /// Every file a metadata document reaches: manifest lists, manifests, the files their entries
 /// name (live or not), statistics files. Reads through `catalog`'s storage, bounded.
-async fn reachable(
+pub(crate) async fn reachable(
     catalog: &Catalog,
     warehouse: &Warehouse,
     document: &Document,
@@ -471,7 +516,10 @@ impl ExpireSnapshots {
             }
             let before = loaded.metadata_location.clone().unwrap_or_default();
             let document = Document::parse(&loaded.metadata_json)?;
-            let Some(policy) = expiry_policy(&document.properties)? else { return Ok(None) };
+            let inherited = self.catalog.inherited_policy(&loaded.warehouse, &table.namespace).await?;
+            let Some(policy) = crate::maintenance::expiry_policy(&document.properties, &inherited)? else {
+                return Ok(None);
+            };
             let plan = plan(&document, &policy, run.now_ms());
             if plan.remove_snapshots.is_empty() && plan.remove_refs.is_empty() {
                 if let (Some(queue), Some(due)) = (self.catalog.task_store(), plan.next_due_ms) {
@@ -589,7 +637,10 @@ impl Job for ExpireSnapshots {
             run.save(progress, None).await?;
         }
         // What becomes due later (snapshots kept only for their age): the next run, then.
-        if let (Some(queue), Ok(Some(due))) = (self.catalog.task_store(), next_due(&now_doc, run.now_ms())) {
+        let inherited = self.catalog.inherited_policy(&warehouse, &table.namespace).await?;
+        let policy = crate::maintenance::expiry_policy(&now_doc.properties, &inherited)?;
+        let due = policy.and_then(|policy| next_due(&now_doc, &policy, run.now_ms()));
+        if let (Some(queue), Some(due)) = (self.catalog.task_store(), due) {
             let reason = ("snapshots kept for their age become due", run.now_ms());
             queue_expiry(queue.as_ref(), (&warehouse.id, &id), &table, due, reason).await?;
         }
@@ -690,7 +741,7 @@ mod tests {
         let planned = plan(&doc, &policy, 10 * DAY);
         assert!(planned.remove_snapshots.is_empty() && planned.remove_refs.is_empty(), "{planned:?}");
         assert_eq!(planned.next_due_ms, Some(i64::MAX));
-        assert_eq!(first_due(&doc, 10 * DAY).unwrap(), Some(i64::MAX));
+        assert_eq!(first_due(&doc, &policy, 10 * DAY), Some(i64::MAX));
     }
 
     #[test]

@@ -12,7 +12,9 @@ pub mod expire_snapshots;
 pub mod idempotency_expiry;
 pub mod lifecycle_sweep;
 pub mod location_expiry;
+pub mod maintenance_sweep;
 pub mod operators;
+pub mod orphans;
 pub mod purge;
 mod store;
 pub mod task_expiry;
@@ -27,7 +29,10 @@ use tokio::sync::watch;
 use crate::clock::SharedClock;
 use crate::{CatalogError, RequestContext, Result};
 
-pub use store::{Finish, NewTask, Progress, TaskFilter, TaskRecord, TaskState, TaskStore};
+pub use store::{
+    Finish, MaintainedTable, NewTask, Progress, QuarantineFilter, QuarantineState, QuarantinedFile, TaskFilter,
+    TaskRecord, TaskState, TaskStore,
+};
 
 /// What the background work did, for the metrics endpoint: task failures by kind, and the files
 /// and bytes purges reclaimed. Clones share the counters.

@@ -56,7 +56,7 @@ pub async fn purge_location(files: &dyn FileIo, warehouse: &Warehouse, location:
 
 /// A recorded location is checked to lie inside the warehouse's root when it is recorded; a
 /// purge checks again (the last line before deleting).
-fn inside_root(warehouse: &Warehouse, location: &str) -> Result<()> {
+pub(crate) fn inside_root(warehouse: &Warehouse, location: &str) -> Result<()> {
     let root = warehouse.storage_root.as_str().trim_end_matches('/');
     let inside = location.strip_prefix(root).is_some_and(|rest| rest.starts_with('/') && rest.len() > 1);
     if !inside || location.split('/').any(|part| part == ".." || part == ".") {

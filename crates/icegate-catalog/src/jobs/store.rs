@@ -3,6 +3,8 @@
 use serde_json::Value;
 
 use crate::Result;
+use crate::idempotency::WriteContext;
+use crate::ident::NamespaceIdent;
 
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +158,72 @@ pub struct TaskFilter {
     pub limit: Option<i64>,
 }
 
+/// A table maintenance works on: its id, where it is, and when the catalog made it (files older
+/// than that were not written for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintainedTable {
+    pub warehouse_id: String,
+    pub id: String,
+    pub namespace: NamespaceIdent,
+    pub name: String,
+    pub created_at_ms: i64,
+}
+
+/// Whether a quarantined file waits for its deletion or was restored (kept for good).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuarantineState {
+    Quarantined,
+    Restored,
+}
+
+impl QuarantineState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Quarantined => "quarantined",
+            Self::Restored => "restored",
+        }
+    }
+
+    pub fn parse(value: &str) -> Result<Self> {
+        match value {
+            "quarantined" => Ok(Self::Quarantined),
+            "restored" => Ok(Self::Restored),
+            other => Err(crate::CatalogError::bad_request(format!(
+                "unknown quarantine state {other:?} (quarantined, restored)"
+            ))),
+        }
+    }
+}
+
+/// A file an orphan scan found unreferenced, as the quarantine keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuarantinedFile {
+    pub tabular_id: String,
+    pub location: String,
+    pub size: u64,
+    /// Its last-modified time when it was quarantined.
+    pub modified_ms: i64,
+    pub quarantined_at_ms: i64,
+    /// Not deleted before then.
+    pub delete_after_ms: i64,
+    pub task_id: String,
+    pub state: QuarantineState,
+    pub restored_by: Option<String>,
+}
+
+/// Which quarantined files a listing shows.
+#[derive(Debug, Clone, Default)]
+pub struct QuarantineFilter {
+    pub warehouse_id: String,
+    pub tabular_id: Option<String>,
+    pub state: Option<QuarantineState>,
+    /// Only those whose quarantine ends at or before this time.
+    pub due_by_ms: Option<i64>,
+    /// After this (tabular id, location), for the next page.
+    pub after: Option<(String, String)>,
+    pub limit: i64,
+}
+
 /// Persistence of the task queue. Every change that a worker makes is fenced by its lease: once
 /// another worker claimed the task (the lease had expired), the first one's heartbeats and
 /// finish change nothing and answer `false`.
@@ -193,4 +261,44 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn remove_ended_tasks(&self, before_ms: i64, limit: i64) -> Result<u64>;
     /// How many tasks there are of each kind in each state.
     async fn task_counts(&self) -> Result<Vec<(String, TaskState, i64)>>;
+
+    // Maintenance: the tables it runs on, and the orphan quarantine.
+
+    /// Tables (not views) of a warehouse, in `namespace` and the namespaces below it when given,
+    /// by id after `after_id`, at most `limit`.
+    async fn maintained_tables(
+        &self,
+        warehouse_id: &str,
+        namespace: Option<&NamespaceIdent>,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<MaintainedTable>>;
+    /// One table by id, `None` when it is no longer a table of the catalog.
+    async fn maintained_table(&self, id: &str) -> Result<Option<MaintainedTable>>;
+    /// Quarantines files of `table` (those quarantined or restored already stay as they are),
+    /// recorded as `write`'s change; how many were added.
+    async fn quarantine(&self, write: &WriteContext, table: &MaintainedTable, files: &[QuarantinedFile])
+    -> Result<u64>;
+    async fn quarantined(&self, filter: &QuarantineFilter) -> Result<Vec<QuarantinedFile>>;
+    /// Restores quarantined files of `table` (all of them, or those at `locations`): they are
+    /// never deleted, nor quarantined again; how many, recorded as `write`'s change.
+    async fn restore_quarantined(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        locations: Option<&[String]>,
+    ) -> Result<u64>;
+    /// Forgets quarantined files of `table` at `locations` (not restored ones): deleted by the
+    /// task (`deleted`: recorded as `write`'s change, with the locations), or found referenced,
+    /// changed or gone; how many.
+    async fn forget_quarantined(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        locations: &[String],
+        deleted: Option<u64>,
+    ) -> Result<u64>;
+    /// Forgets the quarantine of tables the catalog no longer has (dropped and not restorable);
+    /// how many files.
+    async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64>;
 }

@@ -183,9 +183,15 @@ impl Catalog {
     async fn after_commit_expiry(&self, warehouse: &Warehouse, table: &TableIdent, swap: &MetadataSwap, text: &str) {
         let Some(queue) = self.task_store() else { return };
         let now = self.clock().now_ms();
-        let due = crate::jobs::expire_snapshots::Document::parse(text)
-            .and_then(|document| crate::jobs::expire_snapshots::first_due(&document, now));
-        match due {
+        let due = async {
+            let inherited = self.inherited_policy(warehouse, &table.namespace).await?;
+            let document = crate::jobs::expire_snapshots::Document::parse(text)?;
+            let policy = crate::maintenance::expiry_policy(&document.properties, &inherited)?;
+            Ok::<_, CatalogError>(
+                policy.and_then(|policy| crate::jobs::expire_snapshots::first_due(&document, &policy, now)),
+            )
+        };
+        match due.await {
             Ok(Some(due)) if self.expiry_already_queued(&swap.id, due.max(now), now) => {}
             Ok(Some(due)) => {
                 let reason = ("the table's snapshot expiry policy made snapshots due", now);
@@ -507,10 +513,18 @@ impl MetadataKind for TableCommit {
 
     async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
         let Staged { ident, swap, extra, .. } = staged;
+        // The cheap check, for tables that ask for expiry themselves or inherit it (a policy
+        // of the warehouse, or of a namespace: cached).
         if let (Some((written, parsed)), Some(swap)) = (&extra.written, &swap)
-            && parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY)
+            && catalog.task_store().is_some()
         {
-            catalog.after_commit_expiry(warehouse, &ident, swap, &written.text).await;
+            let inherits = match parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY) {
+                true => true,
+                false => catalog.inherited_policy(warehouse, &ident.namespace).await.is_ok_and(|p| p.expires()),
+            };
+            if inherits {
+                catalog.after_commit_expiry(warehouse, &ident, swap, &written.text).await;
+            }
         }
         if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
             let entry = Cached::new(written.text, Some(written.gzip), Some(parsed), written.layout);
