@@ -1,7 +1,9 @@
 """Soft delete and purges on S3 (moto_server with IAM enforcement, see moto_enforcing.py): a
 purged table's objects are deleted by the purge task (bulk DeleteObjects) and a neighbour whose
 prefix shares the table's name keeps every object; a table dropped without purge keeps its
-objects and, undropped, is read again with freshly vended credentials."""
+objects and, undropped, is read again with freshly vended credentials; snapshot expiry leaves
+exactly what the retained snapshot needs; orphan objects are quarantined, then deleted after
+their quarantine, and a neighbour's objects under a shared prefix are never touched."""
 
 import time
 
@@ -89,3 +91,55 @@ def test_the_catalog_expires_snapshots_on_s3(catalog, moto):  # noqa: F811
         needed.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False))
     present = {f"s3://{BUCKET}/{key}" for key in keys(moto, "warehouse/expiry/t/") if not key.endswith(".metadata.json")}
     assert present == needed, (sorted(present - needed), sorted(needed - present))
+
+
+def test_orphan_objects_are_quarantined_then_deleted_and_a_neighbour_is_untouched(catalog, moto):  # noqa: F811
+    server, token = catalog
+    client = load_catalog(
+        "s3", type="rest", uri=server.uri, warehouse="lake", credential=f"{ADMIN_ID}:{ADMIN_SECRET}",
+        **{"header.X-Iceberg-Access-Delegation": "vended-credentials"},
+    )
+    status, _ = call(server, token, "PUT", "/management/v1/warehouses/lake/settings",
+                     {"lifecycle.orphan.older-than": "1s", "lifecycle.orphan.quarantine": "2s"})
+    assert status == 200
+    client.create_namespace("orphans")
+    base = f"s3://{BUCKET}/warehouse/orphans"
+    table = client.create_table("orphans.t", schema=SCHEMA, location=f"{base}/t")
+    neighbour = client.create_table("orphans.t2", schema=SCHEMA, location=f"{base}/t-2")
+    for i in range(3):
+        table.append(pa.table({"id": pa.array([i], pa.int64())}))
+    neighbour.append(pa.table({"id": pa.array([9], pa.int64())}))
+    s3 = moto.client("s3", *moto.icegate_keys)
+    # A failed writer's objects in the table, and an unreferenced one in the neighbour.
+    for key in ("warehouse/orphans/t/data/failed-1.parquet", "warehouse/orphans/t/metadata/failed-snap.avro",
+                "warehouse/orphans/t-2/data/left-behind.parquet"):
+        s3.put_object(Bucket=BUCKET, Key=key, Body=b"PAR1 not really")
+    neighbours = sorted(keys(moto, "warehouse/orphans/t-2/"))
+    time.sleep(2.2)
+
+    def run():
+        body = {"namespace": ["orphans"], "table": "t", "actions": ["remove-orphans"]}
+        status, answer = call(server, token, "POST", "/management/v1/warehouses/lake/maintenance/run", body)
+        assert status == 200, answer
+        task_id = answer["tables"][0]["remove-orphans"]["task-id"]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            task = call(server, token, "GET", f"/management/v1/tasks/{task_id}")[1]
+            if task["state"] in ("done", "failed"):
+                assert task["state"] == "done", task
+                return task["result"]
+            time.sleep(0.2)
+        raise AssertionError("the orphan removal did not finish")
+
+    first = run()
+    assert first["quarantined"] == 2 and first["deleted"] == 0, first
+    assert "warehouse/orphans/t/data/failed-1.parquet" in keys(moto, "warehouse/orphans/t/data/")
+    time.sleep(2.2)
+    run()
+    done = call(server, token, "GET", "/management/v1/tasks?kind=remove-orphans&state=done&warehouse=lake")[1]["tasks"]
+    assert sum(t["result"].get("deleted", 0) for t in done) == 2, done
+    present = set(keys(moto, "warehouse/orphans/t/"))
+    assert not {k for k in present if "failed" in k}, present
+    assert sorted(keys(moto, "warehouse/orphans/t-2/")) == neighbours, "the neighbour keeps every object"
+    table = client.load_table("orphans.t")
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2]
