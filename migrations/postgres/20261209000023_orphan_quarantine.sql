@@ -22,3 +22,9 @@ CREATE TABLE quarantined_files (
     CONSTRAINT quarantined_files_warehouse_fk FOREIGN KEY (warehouse_id) REFERENCES warehouses (id) ON DELETE CASCADE
 );
 CREATE INDEX quarantined_files_listing_idx ON quarantined_files (warehouse_id, tabular_id, location);
+
+-- When each location was recorded for its table: orphan clean-up never takes a file older than
+-- the time its table came to own the location (a folder a table claims later may hold files
+-- that are not its own). Locations recorded before this migration count from the migration.
+ALTER TABLE tabular_locations ADD COLUMN recorded_at BIGINT NOT NULL DEFAULT 0;
+UPDATE tabular_locations SET recorded_at = (extract(epoch from now()) * 1000)::bigint;

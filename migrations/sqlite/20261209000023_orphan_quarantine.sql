@@ -15,3 +15,6 @@ CREATE TABLE quarantined_files (
     CONSTRAINT quarantined_files_warehouse_fk FOREIGN KEY (warehouse_id) REFERENCES warehouses (id) ON DELETE CASCADE
 );
 CREATE INDEX quarantined_files_listing_idx ON quarantined_files (warehouse_id, tabular_id, location);
+
+ALTER TABLE tabular_locations ADD COLUMN recorded_at INTEGER NOT NULL DEFAULT 0;
+UPDATE tabular_locations SET recorded_at = CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER);

@@ -8,7 +8,9 @@ warehouse admins."""
 import shutil
 import time
 
+import pyarrow.parquet as pq
 import pytest
+from pyiceberg.catalog import load_catalog
 
 from conftest import Server
 from test_access_reviews import principal
@@ -21,8 +23,13 @@ WAREHOUSE = "/management/v1/warehouses/default"
 
 @pytest.fixture
 def maintained(tmp_path, backend):
-    # The floor under `older-than` is lowered so the test's files are old enough in a second.
-    env = secured_env(backend, ICEGATE__LIFECYCLE__ORPHAN__MIN_OLDER_THAN="0s")
+    # The floors under `older-than` and `quarantine` are lowered so the test runs in seconds.
+    env = secured_env(
+        backend,
+        ICEGATE__LIFECYCLE__ORPHAN__MIN_OLDER_THAN="0s",
+        ICEGATE__LIFECYCLE__ORPHAN__MIN_QUARANTINE="0s",
+        ICEGATE__LIFECYCLE__ORPHAN__MIN_INTERVAL="0s",
+    )
     server = Server(tmp_path, [], env).start()
     try:
         yield server
@@ -185,3 +192,56 @@ def test_maintenance_is_for_warehouse_admins_not_namespace_admins(maintained):
     assert status_of(maintained, token, "POST", f"{WAREHOUSE}/maintenance/plan", {"table": "t"}) == 400
     nope = {"namespace": ["db"], "table": "nope"}
     assert status_of(maintained, token, "POST", f"{WAREHOUSE}/maintenance/run", nope) == 404
+
+
+def test_a_folder_a_table_claims_later_keeps_the_files_it_held(maintained):
+    """A principal with `write` on an older table points its `write.data.path` at a folder of its
+    namespace that holds files it did not write: files another table added with `add_files`,
+    and a table dropped without purge. Orphan clean-up of the claiming table never takes a file
+    older than its claim (the attack round of docs/security.md)."""
+    token = admin_token(maintained)
+    catalog = admin_catalog(maintained)
+    settings = {"lifecycle.orphan.older-than": "1s", "lifecycle.orphan.quarantine": "1s"}
+    admin_call(maintained, token, "PUT", f"{WAREHOUSE}/settings", settings)
+    catalog.create_namespace("db", {"lifecycle.soft-delete.hold": "0s"})
+    catalog.create_table("db.attacker", schema=SCHEMA)
+    mallory_token, _ = principal(
+        maintained, token, "mallory", "mallories", "write",
+        {"type": "table", "warehouse": "default", "namespace": ["db"], "name": "attacker"},
+    )
+    mallory = load_catalog("m", type="rest", uri=maintained.uri, warehouse="default", token=mallory_token)
+    # Another table's data added from a landing folder, and a table dropped without purge.
+    victim = catalog.create_table("db.victim", schema=SCHEMA)
+    landing = local(victim.metadata.location).parent / "landing" / "batch1"
+    landing.mkdir(parents=True)
+    pq.write_table(rows([10, 11]), landing / "part-0.parquet")
+    victim.add_files([f"file://{landing / 'part-0.parquet'}"])
+    dropped = catalog.create_table("db.dropped", schema=SCHEMA)
+    dropped.append(rows([5]))
+    dropped_dir, last_metadata = local(dropped.metadata.location), dropped.metadata_location
+    catalog.drop_table("db.dropped")
+    dropped_files = {str(p) for p in dropped_dir.rglob("*") if p.is_file()}
+    time.sleep(1.1)
+
+    for folder in (landing.parent, dropped_dir):
+        table = mallory.load_table("db.attacker")
+        with table.transaction() as tx:
+            tx.set_properties({"write.data.path": f"file://{folder}"})
+        time.sleep(1.1)
+        scope = {"namespace": ["db"], "table": "attacker", "actions": ["remove-orphans"]}
+        (plan,) = maintenance(maintained, token, "plan", scope)["tables"]
+        assert plan["remove-orphans"]["would-quarantine"] == 0, plan
+        run_to_the_end(maintained, token, scope)
+        time.sleep(1.1)
+        run_to_the_end(maintained, token, scope)
+    assert (landing / "part-0.parquet").exists()
+    assert sorted(catalog.load_table("db.victim").scan().to_arrow()["id"].to_pylist()) == [10, 11]
+    assert {str(p) for p in dropped_dir.rglob("*") if p.is_file()} == dropped_files
+    assert local(last_metadata).exists(), "the dropped table's metadata can still be registered elsewhere"
+    # What the claiming table writes there after its claim is its own to clean up.
+    orphan = landing.parent / "00000-0-mallory-failed.parquet"
+    pq.write_table(rows([1]), orphan)
+    time.sleep(1.1)
+    scope = {"namespace": ["db"], "table": "attacker", "actions": ["remove-orphans"]}
+    (plan,) = maintenance(maintained, token, "plan", scope)["tables"]
+    assert plan["remove-orphans"]["would-quarantine"] == 1, plan

@@ -210,6 +210,7 @@ def catalog(tmp_path_factory, moto):
         "ICEGATE__SECRETS__ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode(),
         # Orphan clean-up tests make files "old" within seconds.
         "ICEGATE__LIFECYCLE__ORPHAN__MIN_OLDER_THAN": "0s",
+        "ICEGATE__LIFECYCLE__ORPHAN__MIN_QUARANTINE": "0s",
     }
     server = Server(workdir, [], env).start()
     try:

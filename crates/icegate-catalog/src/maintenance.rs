@@ -205,6 +205,10 @@ pub struct OrphanDefaults {
     /// No policy may make `older-than` shorter than this (a file younger may belong to a commit
     /// still being written).
     pub min_older_than: Duration,
+    /// Nor the quarantine shorter than this (the window to restore a file), nor the interval
+    /// (each run lists the table's storage and reads its manifests).
+    pub min_quarantine: Duration,
+    pub min_interval: Duration,
 }
 
 impl Default for OrphanDefaults {
@@ -213,6 +217,8 @@ impl Default for OrphanDefaults {
             older_than: Duration::from_secs(86_400),
             quarantine: Duration::from_secs(7 * 86_400),
             min_older_than: Duration::from_secs(3_600),
+            min_quarantine: Duration::from_secs(3_600),
+            min_interval: Duration::from_secs(3_600),
         }
     }
 }
@@ -221,8 +227,8 @@ impl OrphanDefaults {
     pub fn policy(&self, level: &PolicyLevel) -> OrphanPolicy {
         OrphanPolicy {
             older_than: level.orphan_older_than.unwrap_or(self.older_than).max(self.min_older_than),
-            quarantine: level.orphan_quarantine.unwrap_or(self.quarantine),
-            interval: level.orphan_interval,
+            quarantine: level.orphan_quarantine.unwrap_or(self.quarantine).max(self.min_quarantine),
+            interval: level.orphan_interval.map(|i| i.max(self.min_interval)),
         }
     }
 }

@@ -206,20 +206,24 @@ pub(crate) async fn storage_root(
 /// overlap-protected, purged with the table and readable with its credentials, as long as the
 /// table exists. Its current snapshot may still have files there, and no other table may be
 /// handed credentials for them.
+/// `recorded_at` is kept from the first time a location is recorded: orphan clean-up never takes
+/// a file older than the time its table came to own the location.
 pub(crate) async fn record_locations(
     tx: &mut crate::WriteTx,
     warehouse_id: &str,
     tabular_id: &str,
     locations: &[String],
+    recorded_at: i64,
 ) -> Result<(), CatalogError> {
     for location in locations {
         sqlx::query(
-            "INSERT INTO tabular_locations (tabular_id, warehouse_id, location) VALUES ($1, $2, $3) \
+            "INSERT INTO tabular_locations (tabular_id, warehouse_id, location, recorded_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (tabular_id, location) DO NOTHING",
         )
         .bind(tabular_id)
         .bind(warehouse_id)
         .bind(location.as_str())
+        .bind(recorded_at)
         .execute(&mut **tx)
         .await
         .map_err(db_error)?;

@@ -93,6 +93,26 @@ impl SqlStore {
         row.as_ref().map(table_from).transpose()
     }
 
+    pub(crate) async fn locations_owned_since(&self, id: &str) -> Result<Vec<(String, i64)>> {
+        let rows = sqlx::query(
+            "SELECT location, created_at AS since FROM tabulars WHERE id = $1 \
+             UNION ALL SELECT location, recorded_at AS since FROM tabular_locations WHERE tabular_id = $1",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db_error)?;
+        // A location found twice (a base location moved back) counts from the later time.
+        let mut since: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+        for row in &rows {
+            let location: String = row.try_get("location").map_err(db_error)?;
+            let at: i64 = row.try_get("since").map_err(db_error)?;
+            let entry = since.entry(location).or_insert(at);
+            *entry = (*entry).max(at);
+        }
+        Ok(since.into_iter().collect())
+    }
+
     pub(crate) async fn add_quarantined(
         &self,
         write: &WriteContext,

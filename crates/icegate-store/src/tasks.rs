@@ -327,6 +327,10 @@ impl TaskStore for SqlStore {
         self.table_in_scope(id).await
     }
 
+    async fn owned_since(&self, id: &str) -> Result<Vec<(String, i64)>> {
+        self.locations_owned_since(id).await
+    }
+
     async fn quarantine(
         &self,
         write: &WriteContext,

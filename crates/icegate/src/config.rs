@@ -92,6 +92,12 @@ pub struct OrphanConfig {
     /// still being written.
     #[serde(with = "humantime_serde")]
     pub min_older_than: Duration,
+    /// The floor under every `quarantine` (the window to restore a quarantined file).
+    #[serde(with = "humantime_serde")]
+    pub min_quarantine: Duration,
+    /// The floor under every `interval` (each run lists the table's storage).
+    #[serde(with = "humantime_serde")]
+    pub min_interval: Duration,
 }
 
 impl Default for OrphanConfig {
@@ -101,6 +107,8 @@ impl Default for OrphanConfig {
             older_than: defaults.older_than,
             quarantine: defaults.quarantine,
             min_older_than: defaults.min_older_than,
+            min_quarantine: defaults.min_quarantine,
+            min_interval: defaults.min_interval,
         }
     }
 }
@@ -703,6 +711,8 @@ impl Config {
             ("lifecycle.orphan.older_than", self.lifecycle.orphan.older_than),
             ("lifecycle.orphan.quarantine", self.lifecycle.orphan.quarantine),
             ("lifecycle.orphan.min_older_than", self.lifecycle.orphan.min_older_than),
+            ("lifecycle.orphan.min_quarantine", self.lifecycle.orphan.min_quarantine),
+            ("lifecycle.orphan.min_interval", self.lifecycle.orphan.min_interval),
         ] {
             if period > icegate_catalog::lifecycle::MAX_PERIOD {
                 bail!("invalid configuration: {key} is at most 3650 days");

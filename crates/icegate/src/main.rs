@@ -483,6 +483,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             older_than: config.lifecycle.orphan.older_than,
             quarantine: config.lifecycle.orphan.quarantine,
             min_older_than: config.lifecycle.orphan.min_older_than,
+            min_quarantine: config.lifecycle.orphan.min_quarantine,
+            min_interval: config.lifecycle.orphan.min_interval,
         })
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(

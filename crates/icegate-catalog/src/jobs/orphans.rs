@@ -12,9 +12,10 @@
 //! restore a quarantined file until then (it stays for good).
 //!
 //! Never candidates: files younger than `older-than` (a commit in flight may be writing them),
-//! files older than the table's entry in the catalog (less an hour for staged creates: they
-//! were not written for this table — a dropped table's files left at a reused location, a
-//! registered table's history), links and other non-regular files, `version-hint.text`, and
+//! files older than the time the table came to own the location they lie in (its creation for
+//! the location it was made at, the commit that recorded any other): they were not written for
+//! it — a dropped table's files at a reused location, a folder a commit pointed
+//! `write.data.path` at, a registered table's history; links and other non-regular files, `version-hint.text`, and
 //! any file whose name a referenced file also has (the same file reached through another
 //! scheme or spelling: the scan does not guess, it keeps it). Locations are compared after
 //! normalising scheme aliases (`s3a`, `s3n` → `s3`; `file:/x` → `file:///x`) and
@@ -42,9 +43,6 @@ pub const KIND: &str = "remove-orphans";
 const MAX_LISTED: usize = 2_000_000;
 /// Files quarantined, checked or deleted per batch (one S3 `DeleteObjects`).
 const BATCH: usize = 1000;
-/// Files written this long before the table's entry was made may still be its own (a staged
-/// create writes before it commits); older ones were not written for it.
-const CREATED_SLACK_MS: i64 = 3_600_000;
 /// The most manifest entries one scan reads.
 const MAX_ENTRIES: u64 = 5_000_000;
 
@@ -104,10 +102,20 @@ pub async fn scan(
     document: &Document,
     (policy, now_ms): (OrphanPolicy, i64),
 ) -> Result<Scan> {
-    let owned = TableLocations::new(catalog.store().recorded_locations(&TabularId::new(table.id.clone())).await?);
+    let queue = catalog.task_store().ok_or_else(|| CatalogError::Internal(anyhow::anyhow!("no task queue")))?;
+    let since: HashMap<String, i64> = queue
+        .owned_since(&table.id)
+        .await?
+        .into_iter()
+        .map(|(location, at)| (location.trim_end_matches('/').to_owned(), at))
+        .collect();
+    let owned = TableLocations::new(since.keys().cloned());
     let mut scan = Scan { metadata_location: metadata_location.unwrap_or_default().to_owned(), ..Scan::default() };
+    // Per listed file: since when its table owns the location it was found under.
+    let mut owned_from: HashMap<String, i64> = HashMap::new();
     for location in owned.as_slice() {
         crate::jobs::purge::inside_root(warehouse, location)?;
+        let from = since.get(location).copied().unwrap_or(i64::MAX).max(table.created_at_ms);
         let listing = catalog.files().list_below(warehouse, location, MAX_LISTED - scan.listed.len()).await?;
         if !listing.complete {
             return Err(CatalogError::bad_request(format!(
@@ -115,7 +123,9 @@ pub async fn scan(
             )));
         }
         for file in listing.files {
-            scan.listed.insert(canonical(&file.location), file);
+            let key = canonical(&file.location);
+            owned_from.insert(key.clone(), from);
+            scan.listed.insert(key, file);
         }
     }
     let mut budget = MAX_ENTRIES;
@@ -126,9 +136,10 @@ pub async fn scan(
     scan.referenced_names = scan.referenced.iter().map(|r| basename(r).to_owned()).collect();
     scan.referenced_count = scan.referenced.len();
     let young_from = now_ms.saturating_sub(i64::try_from(policy.older_than.as_millis()).unwrap_or(i64::MAX));
-    let born = table.created_at_ms.saturating_sub(CREATED_SLACK_MS);
     let mut candidates = Vec::new();
     for (key, file) in &scan.listed {
+        // Older than the table's ownership of the location it lies in: not written for it.
+        let born = owned_from.get(key).copied().unwrap_or(i64::MAX);
         if scan.referenced.contains(key) || file.modified_ms > young_from || file.modified_ms < born {
             continue;
         }

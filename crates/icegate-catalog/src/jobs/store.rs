@@ -275,6 +275,10 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<Vec<MaintainedTable>>;
     /// One table by id, `None` when it is no longer a table of the catalog.
     async fn maintained_table(&self, id: &str) -> Result<Option<MaintainedTable>>;
+    /// Every location recorded for a table, with since when the table owns it: its base
+    /// location from its creation (or from when it moved there), every other location from
+    /// when it was first recorded.
+    async fn owned_since(&self, id: &str) -> Result<Vec<(String, i64)>>;
     /// Quarantines files of `table` (those quarantined or restored already stay as they are),
     /// recorded as `write`'s change; how many were added.
     async fn quarantine(&self, write: &WriteContext, table: &MaintainedTable, files: &[QuarantinedFile])

@@ -328,7 +328,7 @@ impl SqlStore {
             }
             Err(e) => return Err(taken_or_failed(e, || already_exists(namespace, name))),
         }
-        record_locations(&mut tx, warehouse_id, id.as_str(), &entry.extra_locations).await?;
+        record_locations(&mut tx, warehouse_id, id.as_str(), &entry.extra_locations, now_ms).await?;
         // Its grants come back, but not those that expired meanwhile or whose role is gone.
         let grants: Vec<KeptGrant> = serde_json::from_str(&row.try_get::<String, _>("grants").map_err(db_error)?)
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("deleted entry's grants are not JSON: {e}")))?;

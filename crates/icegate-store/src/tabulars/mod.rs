@@ -213,8 +213,13 @@ async fn swap(store: &SqlStore, write: &WriteContext, swaps: &[MetadataSwap]) ->
         }
         if swap.locations_changed {
             let mut owned = swap.extra_locations.clone();
+            // A base location moved: the new one too, with when the table came to own it (it
+            // may be a folder that already held files that are not the table's).
+            if previous.as_ref().is_some_and(|old| *old != swap.location) {
+                owned.push(swap.location.clone());
+            }
             owned.extend(previous.filter(|old| *old != swap.location));
-            record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned).await?;
+            record_locations(&mut tx, &swap.warehouse_id, &swap.id, &owned, now).await?;
             // A dropped table's metadata registered over this one: that entry is not undropped.
             let as_what = format!("the table or view with id {}", swap.id);
             let taken: Vec<&str> = std::iter::once(swap.location.as_str())
@@ -465,7 +470,7 @@ impl TabularStore for SqlStore {
             }
             Err(e) => return Err(taken_or_failed(e, || already_exists(new.namespace, new.name))),
         }
-        record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations).await?;
+        record_locations(&mut tx, new.warehouse_id, &id, new.extra_locations, self.now_ms()).await?;
         let as_what = format!("{}.{}", new.namespace, new.name);
         let taken: Vec<&str> =
             std::iter::once(new.location).chain(new.extra_locations.iter().map(String::as_str)).collect();
