@@ -10,6 +10,9 @@
 # icegate to run instead of this tree's release build (A/B of two builds).
 # ICEGATE_BENCH_RECORD_READS=false: the default warehouse's reads are not recorded in the audit
 # trail (its `audit.record-reads` setting), to measure what recording them costs.
+# ICEGATE_BENCH_SETTINGS='{...}': the default warehouse's settings (replacing the above), e.g.
+# '{"lifecycle.expire.max-snapshot-age": "3650d"}' puts every table under an expiry policy, so
+# every commit runs the after-commit expiry check.
 # e.g. scripts/bench.sh postgres --workloads create-tree,http-floor,commit --repeat 3 --seconds 10
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +52,11 @@ curl -sf "http://127.0.0.1:$PORT/ready" >/dev/null || { cat "$work/icegate.err";
 if [ -n "${ICEGATE_BENCH_RECORD_READS:-}" ]; then
   curl -sf -o /dev/null -X PUT "http://127.0.0.1:$PORT/management/v1/warehouses/default/settings" \
     -H 'content-type: application/json' -d "{\"audit.record-reads\": $ICEGATE_BENCH_RECORD_READS}"
+fi
+
+if [ -n "${ICEGATE_BENCH_SETTINGS:-}" ]; then
+  curl -sf -o /dev/null -X PUT "http://127.0.0.1:$PORT/management/v1/warehouses/default/settings" \
+    -H 'content-type: application/json' -d "$ICEGATE_BENCH_SETTINGS"
 fi
 
 "$TARGET/release/icegate-bench" --uri "http://127.0.0.1:$PORT" "$@"

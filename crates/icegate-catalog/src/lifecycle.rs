@@ -198,14 +198,18 @@ pub async fn queue_purge(
     Ok(())
 }
 
-impl Lifecycle<'_> {
-    async fn administered(&self, ctx: &RequestContext, warehouse: &str) -> Result<Warehouse> {
+impl Catalog {
+    /// The warehouse named `warehouse`, when `ctx` administers it (lifecycle and maintenance
+    /// are its admins'); 404 for those who may not see it.
+    pub(crate) async fn administered(&self, ctx: &RequestContext, warehouse: &str) -> Result<Warehouse> {
         let warehouse = self.warehouse_named(warehouse).await?;
         let missing = || CatalogError::no_such_warehouse(warehouse.name.as_str());
         ctx.require(&Target::Warehouse { warehouse_id: warehouse.id.clone() }, Privilege::Admin, missing).await?;
         Ok(warehouse)
     }
+}
 
+impl Lifecycle<'_> {
     /// The deleted tables and views of a warehouse (admins of it), newest first.
     pub async fn list_deleted(
         &self,

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::access::{Privilege, Target};
 use crate::context::RequestContext;
 use crate::error::{CatalogError, Result};
 use crate::ident::NamespaceIdent;
@@ -288,13 +287,6 @@ pub struct Outcome {
 }
 
 impl Maintenance<'_> {
-    async fn administered(&self, ctx: &RequestContext, warehouse: &str) -> Result<Warehouse> {
-        let warehouse = self.warehouse_named(warehouse).await?;
-        let missing = || CatalogError::no_such_warehouse(warehouse.name.as_str());
-        ctx.require(&Target::Warehouse { warehouse_id: warehouse.id.clone() }, Privilege::Admin, missing).await?;
-        Ok(warehouse)
-    }
-
     async fn in_scope(&self, warehouse: &Warehouse, scope: &Scope) -> Result<(Vec<MaintainedTable>, Option<String>)> {
         let queue = self.queue()?;
         if let Some(name) = &scope.table {
@@ -302,14 +294,9 @@ impl Maintenance<'_> {
                 .namespace
                 .clone()
                 .ok_or_else(|| CatalogError::bad_request("a table is named with its namespace"))?;
-            let table = TableIdent::new(namespace.clone(), name)?;
-            let head = self
-                .store()
-                .load_tabular_head(&warehouse.id, &table.namespace, &table.name, crate::store::TabularKind::Table)
-                .await?
-                .ok_or_else(|| CatalogError::no_such_table(&table))?;
-            let found =
-                queue.maintained_table(head.id.as_str()).await?.ok_or_else(|| CatalogError::no_such_table(&table))?;
+            let id = self.table_id(warehouse, namespace.clone(), name).await?;
+            let gone = || CatalogError::no_such_table(format!("{namespace}.{name}"));
+            let found = queue.maintained_table(&id).await?.ok_or_else(gone)?;
             return Ok((vec![found], None));
         }
         let limit = scope.limit.clamp(1, 100);

@@ -569,6 +569,7 @@ impl Job for ExpireSnapshots {
     }
 
     async fn run(&self, run: &TaskRun) -> Result<Value> {
+        let started = std::time::Instant::now();
         let params = &run.task().params;
         let levels: Vec<String> = serde_json::from_value(params["namespace"].clone())
             .map_err(|e| CatalogError::Internal(anyhow::anyhow!("expiry task without a namespace: {e}")))?;
@@ -652,6 +653,7 @@ impl Job for ExpireSnapshots {
             "kept-foreign-files": foreign,
             "metadata-before": before,
             "metadata-after": after,
+            "elapsed-ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }))
     }
 }

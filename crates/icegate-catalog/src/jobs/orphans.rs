@@ -138,8 +138,9 @@ pub async fn scan(
     let young_from = now_ms.saturating_sub(i64::try_from(policy.older_than.as_millis()).unwrap_or(i64::MAX));
     let mut candidates = Vec::new();
     for (key, file) in &scan.listed {
-        // Older than the table's ownership of the location it lies in: not written for it.
-        let born = owned_from.get(key).copied().unwrap_or(i64::MAX);
+        // Older than the table's ownership of the location it lies in: not written for it. Object
+        // stores report whole seconds (S3's LastModified): ownership counts from its second.
+        let born = owned_from.get(key).copied().map_or(i64::MAX, |at| at - at.rem_euclid(1000));
         if scan.referenced.contains(key) || file.modified_ms > young_from || file.modified_ms < born {
             continue;
         }
@@ -224,6 +225,7 @@ impl Job for RemoveOrphans {
     }
 
     async fn run(&self, run: &TaskRun) -> Result<Value> {
+        let started = std::time::Instant::now();
         let queue = self
             .catalog
             .task_store()
@@ -363,6 +365,7 @@ impl Job for RemoveOrphans {
             "released": released,
             "waiting": waiting.len(),
             "next-run-ms": next,
+            "elapsed-ms": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         }))
     }
 }

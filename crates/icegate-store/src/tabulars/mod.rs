@@ -290,7 +290,11 @@ async fn drop(
         return Err(held);
     }
     let extra: Vec<String> =
-        sqlx::query("SELECT location FROM tabular_locations WHERE tabular_id = $1 ORDER BY location")
+        // Besides its base location (recorded too when it moved there, for since when it is owned).
+        sqlx::query(
+            "SELECT location FROM tabular_locations WHERE tabular_id = $1 \
+             AND location <> (SELECT location FROM tabulars WHERE id = $1) ORDER BY location",
+        )
             .bind(&id)
             .fetch_all(&mut *tx)
             .await
