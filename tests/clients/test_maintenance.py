@@ -245,3 +245,67 @@ def test_a_folder_a_table_claims_later_keeps_the_files_it_held(maintained):
     scope = {"namespace": ["db"], "table": "attacker", "actions": ["remove-orphans"]}
     (plan,) = maintenance(maintained, token, "plan", scope)["tables"]
     assert plan["remove-orphans"]["would-quarantine"] == 1, plan
+
+
+@pytest.fixture
+def swept(tmp_path, backend):
+    env = secured_env(backend, ICEGATE__LIFECYCLE__SWEEP_INTERVAL="1s")
+    server = Server(tmp_path, [], env).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_the_sweep_applies_a_policy_set_after_the_last_commit(swept):
+    """No commit follows the namespace's policy: the maintenance sweep alone finds the table due
+    and queues its expiry, with no request asking."""
+    token = admin_token(swept)
+    catalog = admin_catalog(swept)
+    catalog.create_namespace("db")
+    table = catalog.create_table("db.quiet", schema=SCHEMA)
+    for i in range(4):
+        table.append(rows([i]))
+    history = [s.snapshot_id for s in table.snapshots()]
+    prefix = admin_call(swept, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
+    policy = {"lifecycle.expire.max-snapshot-age": "1s", "lifecycle.expire.min-snapshots-to-keep": "1"}
+    admin_call(swept, token, "POST", f"/v1/{prefix}/namespaces/db/properties", {"updates": policy})
+    wait_for(lambda: len(catalog.load_table("db.quiet").snapshots()) == 1, "the sweep's expiry", 60)
+    table = catalog.load_table("db.quiet")
+    assert [s.snapshot_id for s in table.snapshots()] == history[-1:]
+    assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
+    tasks = admin_call(swept, token, "GET", "/management/v1/tasks?kind=expire-snapshots&state=done")["tasks"]
+    assert tasks and all("sweep" in t["reason"] for t in tasks), tasks
+    assert sum(t["result"].get("expired-snapshots", 0) for t in tasks) == 3, tasks
+
+
+def test_metadata_files_out_of_the_log_are_deleted_by_an_inherited_policy(maintained):
+    token = admin_token(maintained)
+    catalog = admin_catalog(maintained)
+    prefix = admin_call(maintained, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
+    catalog.create_namespace("kept")
+    catalog.create_namespace("trimmed")
+    bad = {"updates": {"lifecycle.metadata.delete-after-commit": "sometimes"}}
+    assert status_of(maintained, token, "POST", f"/v1/{prefix}/namespaces/trimmed/properties", bad) == 400
+    update = {"updates": {"lifecycle.metadata.delete-after-commit": "true"}}
+    admin_call(maintained, token, "POST", f"/v1/{prefix}/namespaces/trimmed/properties", update)
+    counts = {}
+    for namespace in ("kept", "trimmed"):
+        table = catalog.create_table(f"{namespace}.t", schema=SCHEMA, properties={"write.metadata.previous-versions-max": "2"})
+        for i in range(5):
+            table.append(rows([i]))
+        table = catalog.load_table(f"{namespace}.t")
+        on_disk = {str(p) for p in (local(table.metadata.location) / "metadata").glob("*.metadata.json")}
+        in_log = {str(local(entry.metadata_file)) for entry in table.metadata.metadata_log}
+        assert in_log <= on_disk and str(local(table.metadata_location)) in on_disk
+        counts[namespace] = len(on_disk)
+        if namespace == "trimmed":
+            assert on_disk == in_log | {str(local(table.metadata_location))}, "only the log and the current file"
+        assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3, 4]
+    assert counts == {"kept": 6, "trimmed": 3}, counts
+    # A table that says false keeps its files whatever its namespace says.
+    table = catalog.create_table("trimmed.own", schema=SCHEMA,
+                                 properties={"write.metadata.previous-versions-max": "1", "write.metadata.delete-after-commit.enabled": "false"})
+    for i in range(3):
+        table.append(rows([i]))
+    assert len(list((local(table.metadata.location) / "metadata").glob("*.metadata.json"))) == 4

@@ -33,6 +33,9 @@ pub const EXPIRE_MAX_REF_AGE: &str = "lifecycle.expire.max-ref-age";
 pub const ORPHAN_OLDER_THAN: &str = "lifecycle.orphan.older-than";
 pub const ORPHAN_QUARANTINE: &str = "lifecycle.orphan.quarantine";
 pub const ORPHAN_INTERVAL: &str = "lifecycle.orphan.interval";
+/// Metadata files that fall out of a table's metadata log are deleted after its commits, for
+/// tables that do not set `write.metadata.delete-after-commit.enabled` themselves.
+pub const METADATA_DELETE_AFTER_COMMIT: &str = "lifecycle.metadata.delete-after-commit";
 
 const DURATION_KEYS: [&str; 5] =
     [EXPIRE_MAX_AGE, EXPIRE_MAX_REF_AGE, ORPHAN_OLDER_THAN, ORPHAN_QUARANTINE, ORPHAN_INTERVAL];
@@ -47,11 +50,20 @@ pub struct PolicyLevel {
     pub orphan_older_than: Option<Duration>,
     pub orphan_quarantine: Option<Duration>,
     pub orphan_interval: Option<Duration>,
+    pub metadata_delete_after_commit: Option<bool>,
 }
 
 /// Whether `key` is a maintenance policy key.
 pub fn is_policy_key(key: &str) -> bool {
-    DURATION_KEYS.contains(&key) || key == EXPIRE_MIN_KEEP
+    DURATION_KEYS.contains(&key) || key == EXPIRE_MIN_KEEP || key == METADATA_DELETE_AFTER_COMMIT
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("true") => Ok(true),
+        v if v.eq_ignore_ascii_case("false") => Ok(false),
+        _ => Err(CatalogError::bad_request(format!("{key} must be true or false, not {value:?}"))),
+    }
 }
 
 fn positive_count(key: &str, value: &str) -> Result<u32> {
@@ -81,6 +93,7 @@ impl PolicyLevel {
                 ORPHAN_OLDER_THAN => level.orphan_older_than = Some(positive_period(key, value)?),
                 ORPHAN_QUARANTINE => level.orphan_quarantine = Some(positive_period(key, value)?),
                 ORPHAN_INTERVAL => level.orphan_interval = Some(positive_period(key, value)?),
+                METADATA_DELETE_AFTER_COMMIT => level.metadata_delete_after_commit = Some(boolean(key, value)?),
                 _ => {}
             }
         }
@@ -96,6 +109,7 @@ impl PolicyLevel {
             orphan_older_than: settings.orphan_older_than,
             orphan_quarantine: settings.orphan_quarantine,
             orphan_interval: settings.orphan_interval,
+            metadata_delete_after_commit: settings.metadata_delete_after_commit,
         }
     }
 
@@ -108,6 +122,7 @@ impl PolicyLevel {
             orphan_older_than: self.orphan_older_than.or(parent.orphan_older_than),
             orphan_quarantine: self.orphan_quarantine.or(parent.orphan_quarantine),
             orphan_interval: self.orphan_interval.or(parent.orphan_interval),
+            metadata_delete_after_commit: self.metadata_delete_after_commit.or(parent.metadata_delete_after_commit),
         }
     }
 

@@ -108,6 +108,10 @@ pub struct WarehouseSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub orphan_interval: Option<std::time::Duration>,
+    /// Metadata files that fall out of the metadata log are deleted after commits, for tables
+    /// that do not set `write.metadata.delete-after-commit.enabled` themselves.
+    #[serde(rename = "lifecycle.metadata.delete-after-commit", default, skip_serializing_if = "Option::is_none")]
+    pub metadata_delete_after_commit: Option<bool>,
 }
 
 fn yes() -> bool {
@@ -127,6 +131,7 @@ impl Default for WarehouseSettings {
             orphan_older_than: None,
             orphan_quarantine: None,
             orphan_interval: None,
+            metadata_delete_after_commit: None,
         }
     }
 }

@@ -53,6 +53,7 @@ impl From<Warehouse> for WarehouseResponse {
                 orphan_older_than: w.settings.orphan_older_than.map(format_period),
                 orphan_quarantine: w.settings.orphan_quarantine.map(format_period),
                 orphan_interval: w.settings.orphan_interval.map(format_period),
+                metadata_delete_after_commit: w.settings.metadata_delete_after_commit,
             },
             created_at_ms: w.created_at_ms,
             updated_at_ms: w.updated_at_ms,
@@ -368,6 +369,11 @@ pub struct WarehouseSettingsBody {
     /// How often the catalog removes orphans of each table (absent: only when asked).
     #[serde(rename = "lifecycle.orphan.interval", default, skip_serializing_if = "Option::is_none")]
     pub orphan_interval: Option<String>,
+    /// Metadata files that fall out of a table's metadata log (its
+    /// `write.metadata.previous-versions-max`, default 100) are deleted after its commits, for
+    /// tables that do not set `write.metadata.delete-after-commit.enabled` themselves.
+    #[serde(rename = "lifecycle.metadata.delete-after-commit", default, skip_serializing_if = "Option::is_none")]
+    pub metadata_delete_after_commit: Option<bool>,
 }
 
 use icegate_catalog::maintenance;
@@ -426,6 +432,7 @@ pub async fn update_settings(
         orphan_older_than: period(maintenance::ORPHAN_OLDER_THAN, settings.orphan_older_than)?,
         orphan_quarantine: period(maintenance::ORPHAN_QUARANTINE, settings.orphan_quarantine)?,
         orphan_interval: period(maintenance::ORPHAN_INTERVAL, settings.orphan_interval)?,
+        metadata_delete_after_commit: settings.metadata_delete_after_commit,
     };
     Ok(Json(state.catalog.warehouses().update_settings(&ctx, &name, settings).await?.into()))
 }

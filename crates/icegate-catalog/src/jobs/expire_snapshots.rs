@@ -290,6 +290,28 @@ pub fn first_due(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> Opt
     oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms))
 }
 
+/// [`first_due`] on the parsed metadata a commit has at hand (no second parse of its document):
+/// `refs` with their retention (a max ref age makes refs expire).
+pub fn first_due_parsed(
+    metadata: &iceberg::spec::TableMetadata,
+    refs: &HashMap<String, iceberg::spec::SnapshotReference>,
+    policy: &ExpiryPolicy,
+    now_ms: i64,
+) -> Option<i64> {
+    use iceberg::spec::SnapshotRetention;
+    let refs_expire = policy.max_ref_age_ms.is_some()
+        || refs.values().any(|r| match &r.retention {
+            SnapshotRetention::Branch { max_ref_age_ms, .. } | SnapshotRetention::Tag { max_ref_age_ms } => {
+                max_ref_age_ms.is_some()
+            }
+        });
+    if metadata.snapshots().len() <= policy.min_snapshots_to_keep && !refs_expire {
+        return None;
+    }
+    let oldest = metadata.snapshots().map(|s| s.timestamp_ms()).min();
+    oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms))
+}
+
 /// The dry run of table `table`'s expiry under `policy`: what would be removed now, and the
 /// files that would go with it (read, never deleted).
 pub async fn dry_run(

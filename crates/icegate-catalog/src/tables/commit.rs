@@ -177,21 +177,31 @@ impl Catalog {
         }
     }
 
-    /// After a commit to a table whose properties ask for snapshot expiry: the cheap check of
-    /// whether something is (or when it will be) due, queueing the expiry for then. Only tables
-    /// that set `history.expire.max-snapshot-age-ms` pay for it.
-    async fn after_commit_expiry(&self, warehouse: &Warehouse, table: &TableIdent, swap: &MetadataSwap, text: &str) {
+    /// After a commit to a table whose properties ask for snapshot expiry, or that inherits a
+    /// policy: the cheap check of whether something is (or when it will be) due, queueing the
+    /// expiry for then. It reads the parsed metadata the commit has at hand (its document is
+    /// parsed again only when no layout says what its refs are). Other tables pay nothing.
+    async fn after_commit_expiry(
+        &self,
+        warehouse: &Warehouse,
+        (table, swap): (&TableIdent, &MetadataSwap),
+        (parsed, written): (&TableMetadata, &document::Written),
+        inherited: &crate::maintenance::PolicyLevel,
+    ) {
         let Some(queue) = self.task_store() else { return };
         let now = self.clock().now_ms();
-        let due = async {
-            let inherited = self.inherited_policy(warehouse, &table.namespace).await?;
-            let document = crate::jobs::expire_snapshots::Document::parse(text)?;
-            let policy = crate::maintenance::expiry_policy(&document.properties, &inherited)?;
-            Ok::<_, CatalogError>(
-                policy.and_then(|policy| crate::jobs::expire_snapshots::first_due(&document, &policy, now)),
-            )
+        let due = match crate::maintenance::expiry_policy(parsed.properties(), inherited) {
+            Ok(None) => Ok(None),
+            Ok(Some(policy)) => match &written.layout {
+                Some(layout) => {
+                    Ok(crate::jobs::expire_snapshots::first_due_parsed(parsed, layout.refs(), &policy, now))
+                }
+                None => crate::jobs::expire_snapshots::Document::parse(&written.text)
+                    .map(|document| crate::jobs::expire_snapshots::first_due(&document, &policy, now)),
+            },
+            Err(e) => Err(e),
         };
-        match due.await {
+        match due {
             Ok(Some(due)) if self.expiry_already_queued(&swap.id, due.max(now), now) => {}
             Ok(Some(due)) => {
                 let reason = ("the table's snapshot expiry policy made snapshots due", now);
@@ -249,7 +259,7 @@ impl Catalog {
                         access: None,
                     },
                     expired: Vec::new(),
-                    delete_expired: false,
+                    delete_expired: None,
                     reserved: None,
                 },
             });
@@ -283,7 +293,7 @@ impl Catalog {
             self.document_cost("the table's new metadata", &written.text)?;
         }
         let delete_expired =
-            metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            metadata.properties().get(PROPERTY_DELETE_AFTER_COMMIT).map(|v| v.eq_ignore_ascii_case("true"));
         let had = TableLocations::new(std::iter::once(row.location.clone()).chain(old_extra_locations.iter().cloned()));
         let new_locations: Vec<String> = std::iter::once(&location)
             .chain(&extra_locations)
@@ -367,9 +377,10 @@ pub(crate) struct Extra {
     /// The new document and metadata (with a swap), for the cache.
     written: Option<(document::Written, Arc<TableMetadata>)>,
     result: TableResult,
-    /// Metadata files that fell out of the log, and whether to delete them.
+    /// Metadata files that fell out of the log, and whether the table says to delete them
+    /// (`None`: it does not say; its namespace's or warehouse's policy decides).
     expired: Vec<String>,
-    delete_expired: bool,
+    delete_expired: Option<bool>,
     /// The commit's room in the memory budget (on its first table), held until it is answered.
     reserved: Option<crate::commit_budget::Reserved>,
 }
@@ -518,12 +529,10 @@ impl MetadataKind for TableCommit {
         if let (Some((written, parsed)), Some(swap)) = (&extra.written, &swap)
             && catalog.task_store().is_some()
         {
-            let inherits = match parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY) {
-                true => true,
-                false => catalog.inherited_policy(warehouse, &ident.namespace).await.is_ok_and(|p| p.expires()),
-            };
-            if inherits {
-                catalog.after_commit_expiry(warehouse, &ident, swap, &written.text).await;
+            let inherited = catalog.inherited_policy(warehouse, &ident.namespace).await.unwrap_or_default();
+            if inherited.expires() || parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY)
+            {
+                catalog.after_commit_expiry(warehouse, (&ident, swap), (parsed, written), &inherited).await;
             }
         }
         if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
@@ -532,7 +541,15 @@ impl MetadataKind for TableCommit {
         }
         if let Some(swap) = &swap {
             catalog.metadata_cache().forget(&swap.expected_metadata_location);
-            if extra.delete_expired {
+            let delete = match extra.delete_expired {
+                Some(own) => own,
+                None if !extra.expired.is_empty() => catalog
+                    .inherited_policy(warehouse, &ident.namespace)
+                    .await
+                    .is_ok_and(|p| p.metadata_delete_after_commit == Some(true)),
+                None => false,
+            };
+            if delete {
                 catalog.expire_metadata_files(warehouse, &ident, swap, &extra.expired).await;
             }
         }
