@@ -6,6 +6,7 @@ files and lets undrop bring the table back; registering the dropped table's meta
 its entry's undrop; lifecycle policy on a namespace is for its admins; and two replicas on one
 PostgreSQL database purge many tables, each exactly once."""
 
+import json
 import os
 import time
 import urllib.parse
@@ -333,6 +334,12 @@ def test_the_catalog_expires_snapshots_by_the_tables_policy(lifecycle):
     assert files_under(table_dir) == needed_by(table)
     assert files_under(local(sibling.metadata.location)) == sibling_files
     assert task["result"]["kept-foreign-files"] == 0
+    # Every file it deleted is in the audit trail, batch by batch, as the system doing the task.
+    records = [r["record"] for r in search(lifecycle, token, namespace="db", name="events", outcome="applied")]
+    batches = [r["change"] for r in records if "expired-files-deleted" in r["change"]]
+    assert sum(len(b["locations"]) for b in batches) == task["result"]["files"], batches
+    actors = [r["actor"] for r in records if "expired-files-deleted" in r["change"]]
+    assert actors and all(a["kind"] == "system" and "expire-snapshots" in json.dumps(a) for a in actors), actors
 
     # Appends keep coming while expiries run: none is lost, and the expiry keeps up.
     for i in range(8):

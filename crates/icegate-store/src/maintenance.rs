@@ -248,6 +248,17 @@ impl SqlStore {
         Ok(forgotten)
     }
 
+    pub(crate) async fn record_files_deleted(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        // A record alone, in a transaction of its own (the files are gone already).
+        let tx = self.begin_write().await?;
+        self.commit_write_changed(tx, write, &change(table, detail), db_error).await
+    }
+
     pub(crate) async fn forget_quarantine_of_gone_tables(&self, limit: i64) -> Result<u64> {
         let done = sqlx::query(
             "DELETE FROM quarantined_files WHERE tabular_id IN (SELECT DISTINCT q.tabular_id FROM quarantined_files q \

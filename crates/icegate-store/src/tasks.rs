@@ -363,6 +363,10 @@ impl TaskStore for SqlStore {
         self.forget_files(write, table, locations, deleted).await
     }
 
+    async fn record_deleted(&self, write: &WriteContext, table: &MaintainedTable, detail: Value) -> Result<()> {
+        self.record_files_deleted(write, table, detail).await
+    }
+
     async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64> {
         self.forget_quarantine_of_gone_tables(limit).await
     }

@@ -654,6 +654,18 @@ impl Job for ExpireSnapshots {
             }
             self.catalog.files().delete_many(&warehouse, batch).await?;
             let bytes: u64 = batch.iter().filter_map(|f| sizes.get(f)).sum();
+            // Each batch is in the audit trail, as the system doing this task, file by file.
+            if let Some(queue) = self.catalog.task_store() {
+                let audited = crate::jobs::MaintainedTable {
+                    warehouse_id: warehouse.id.as_str().to_owned(),
+                    id: id.as_str().to_owned(),
+                    namespace: table.namespace.clone(),
+                    name: table.name.clone(),
+                    created_at_ms: 0,
+                };
+                let detail = json!({ "expired-files-deleted": batch.len(), "bytes": bytes, "locations": batch });
+                queue.record_deleted(&run.context().write(), &audited, detail).await?;
+            }
             progress.done += i64::try_from(batch.len()).unwrap_or(i64::MAX);
             progress.bytes += i64::try_from(bytes).unwrap_or(i64::MAX);
             self.metrics.reclaimed(batch.len() as u64, bytes);

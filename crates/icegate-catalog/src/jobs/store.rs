@@ -302,6 +302,14 @@ pub trait TaskStore: Send + Sync + 'static {
         locations: &[String],
         deleted: Option<u64>,
     ) -> Result<u64>;
+    /// Records in the audit trail, as `write`'s change to `table`, files a task deleted that no
+    /// quarantine row stood for (an expiry's batch): `detail` says which and why.
+    async fn record_deleted(
+        &self,
+        write: &WriteContext,
+        table: &MaintainedTable,
+        detail: serde_json::Value,
+    ) -> Result<()>;
     /// Forgets the quarantine of tables the catalog no longer has (dropped and not restorable);
     /// how many files.
     async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64>;
