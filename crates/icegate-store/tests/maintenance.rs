@@ -92,7 +92,7 @@ async fn scopes_ownership_and_the_quarantine(db: TestDatabase) {
     assert_eq!(ids(tasks.maintained_tables(wh.as_str(), Some(&ns(&["db"])), None, 10).await.unwrap()), in_db);
     assert_eq!(
         ids(tasks.maintained_tables(wh.as_str(), Some(&ns(&["db", "inner"])), None, 10).await.unwrap()),
-        [b.clone()]
+        std::slice::from_ref(&b)
     );
     let first = tasks.maintained_tables(wh.as_str(), None, None, 2).await.unwrap();
     let rest = tasks.maintained_tables(wh.as_str(), None, Some(&first[1].id), 2).await.unwrap();
