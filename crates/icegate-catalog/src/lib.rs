@@ -12,6 +12,7 @@
 pub mod access;
 pub mod access_admin;
 pub mod actors;
+pub mod adoption;
 pub mod audit;
 pub mod audit_archive;
 mod authorization;
