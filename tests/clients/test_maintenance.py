@@ -274,7 +274,9 @@ def test_the_sweep_applies_a_policy_set_after_the_last_commit(swept):
     table = catalog.load_table("db.quiet")
     assert [s.snapshot_id for s in table.snapshots()] == history[-1:]
     assert sorted(table.scan().to_arrow()["id"].to_pylist()) == [0, 1, 2, 3]
-    tasks = admin_call(swept, token, "GET", "/management/v1/tasks?kind=expire-snapshots&state=done")["tasks"]
+    # The expiry's commit is visible before its task ends (it deletes the files after it).
+    done = "/management/v1/tasks?kind=expire-snapshots&state=done"
+    tasks = wait_for(lambda: admin_call(swept, token, "GET", done)["tasks"], "the expiry task to end")
     assert tasks and all("sweep" in t["reason"] for t in tasks), tasks
     assert sum(t["result"].get("expired-snapshots", 0) for t in tasks) == 3, tasks
 

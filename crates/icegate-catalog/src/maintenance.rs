@@ -8,7 +8,6 @@
 //! (`POST /management/v1/warehouses/{wh}/maintenance/run`). The dry run (`.../plan`) says what
 //! each would remove, per table, without changing anything.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -130,10 +129,6 @@ impl PolicyLevel {
     pub fn expires(&self) -> bool {
         self.expire_max_age.is_some()
     }
-
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 /// Checks a warehouse's settings' policy values (what a namespace property would be refused for).
@@ -158,50 +153,7 @@ pub fn check_settings(settings: &WarehouseSettings) -> Result<()> {
     Ok(())
 }
 
-fn ms(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// A table's expiry policy: its own properties, each falling back to what it inherits; `None`
-/// when neither sets a max snapshot age, or the table says `gc.enabled=false`.
-pub fn expiry_policy(properties: &HashMap<String, String>, inherited: &PolicyLevel) -> Result<Option<ExpiryPolicy>> {
-    if let Some(own) = expire_snapshots::expiry_policy(properties)? {
-        return Ok(Some(ExpiryPolicy {
-            min_snapshots_to_keep: if properties.contains_key(expire_snapshots::MIN_KEEP_PROPERTY) {
-                own.min_snapshots_to_keep
-            } else {
-                inherited.expire_min_keep.map_or(own.min_snapshots_to_keep, |n| n as usize)
-            },
-            max_ref_age_ms: own.max_ref_age_ms.or(inherited.expire_max_ref_age.map(ms)),
-            ..own
-        }));
-    }
-    if !expire_snapshots::gc_enabled(properties) {
-        return Ok(None);
-    }
-    let Some(max_age) = inherited.expire_max_age else { return Ok(None) };
-    let min_keep = match properties.get(expire_snapshots::MIN_KEEP_PROPERTY) {
-        Some(value) => positive_count(expire_snapshots::MIN_KEEP_PROPERTY, value)? as usize,
-        None => inherited.expire_min_keep.unwrap_or(1) as usize,
-    };
-    let max_ref_age = match properties.get(expire_snapshots::MAX_REF_AGE_PROPERTY) {
-        Some(value) => match value.trim().parse::<i64>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                return Err(CatalogError::bad_request(format!(
-                    "{} must be a positive integer, not {value:?}",
-                    expire_snapshots::MAX_REF_AGE_PROPERTY
-                )));
-            }
-        },
-        None => inherited.expire_max_ref_age.map(ms),
-    };
-    Ok(Some(ExpiryPolicy {
-        max_snapshot_age_ms: ms(max_age),
-        min_snapshots_to_keep: min_keep,
-        max_ref_age_ms: max_ref_age,
-    }))
-}
+pub use crate::jobs::expire_snapshots::expiry_policy;
 
 /// How orphan removal treats a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -393,19 +345,15 @@ impl Maintenance<'_> {
         let mut out = Vec::with_capacity(tables.len());
         for table in tables {
             let mut entry = json!({ "id": table.id, "namespace": table.namespace.levels(), "name": table.name });
-            let ident = TableIdent::new(table.namespace.clone(), &table.name)?;
             let kinds = [(scope.expire_snapshots, expire_snapshots::KIND), (scope.remove_orphans, orphans::KIND)];
             for (wanted, kind) in kinds {
                 if !wanted {
                     continue;
                 }
-                let params = json!({ "namespace": ident.namespace.levels(), "name": ident.name });
                 let task = NewTask {
-                    params,
-                    max_attempts: 5,
                     // One queued for later is made due now; a running one runs once more.
                     rerun_if_running: true,
-                    ..NewTask::for_tabular(kind, &reason, (warehouse.id.as_str(), &table.id), now)
+                    ..table_task(kind, &reason, (&warehouse.id, &table), now)
                 };
                 entry[kind] = match queue.enqueue(&task, now).await? {
                     Some(task) => json!({ "task-id": task.id, "queued": true }),
@@ -514,10 +462,16 @@ pub async fn queue_for(
     kind: &str,
     (due_ms, reason, now_ms): (i64, &str, i64),
 ) -> Result<bool> {
-    let task = NewTask {
-        params: json!({ "namespace": table.namespace.levels(), "name": table.name }),
-        max_attempts: 5,
-        ..NewTask::for_tabular(kind, reason, (warehouse_id.as_str(), &table.id), due_ms)
-    };
+    let task = table_task(kind, reason, (warehouse_id, table), due_ms);
     Ok(queue.enqueue(&task, now_ms).await?.is_some())
+}
+
+/// Table `table`'s task of `kind`, due at `due_ms`.
+pub fn table_task(
+    kind: &str,
+    reason: &str,
+    (warehouse_id, table): (&WarehouseId, &MaintainedTable),
+    due_ms: i64,
+) -> NewTask {
+    NewTask::for_table(kind, reason, (warehouse_id.as_str(), &table.id), (&table.namespace, &table.name), due_ms)
 }

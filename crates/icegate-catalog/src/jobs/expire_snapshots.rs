@@ -60,18 +60,24 @@ fn positive(properties: &HashMap<String, String>, key: &str) -> Result<Option<i6
         .transpose()
 }
 
-/// The policy a table's properties set; `None` when they ask for no expiry (no
-/// `history.expire.max-snapshot-age-ms`) or forbid deleting files (`gc.enabled=false`).
-pub fn expiry_policy(properties: &HashMap<String, String>) -> Result<Option<ExpiryPolicy>> {
+/// A table's expiry policy: each of its own properties, else what it inherits from its
+/// namespaces and warehouse (`inherited`); `None` when neither sets a max snapshot age, or the
+/// table forbids deleting files (`gc.enabled=false`).
+pub fn expiry_policy(
+    properties: &HashMap<String, String>,
+    inherited: &crate::maintenance::PolicyLevel,
+) -> Result<Option<ExpiryPolicy>> {
     if !gc_enabled(properties) {
         return Ok(None);
     }
-    let Some(max_age) = positive(properties, MAX_AGE_PROPERTY)? else { return Ok(None) };
-    let min_keep = positive(properties, MIN_KEEP_PROPERTY)?.unwrap_or(1);
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let max_age = positive(properties, MAX_AGE_PROPERTY)?.or(inherited.expire_max_age.map(ms));
+    let Some(max_age) = max_age else { return Ok(None) };
+    let min_keep = positive(properties, MIN_KEEP_PROPERTY)?.or(inherited.expire_min_keep.map(i64::from)).unwrap_or(1);
     Ok(Some(ExpiryPolicy {
         max_snapshot_age_ms: max_age,
         min_snapshots_to_keep: usize::try_from(min_keep).unwrap_or(usize::MAX),
-        max_ref_age_ms: positive(properties, MAX_REF_AGE_PROPERTY)?,
+        max_ref_age_ms: positive(properties, MAX_REF_AGE_PROPERTY)?.or(inherited.expire_max_ref_age.map(ms)),
     }))
 }
 
@@ -282,11 +288,23 @@ pub fn next_due(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> Opti
 /// snapshot reaches the policy's age, if the table holds more snapshots than it keeps by count.
 /// The expiry task plans; an early run finds nothing and queues itself for when something is due.
 pub fn first_due(document: &Document, policy: &ExpiryPolicy, now_ms: i64) -> Option<i64> {
-    let refs_expire = policy.max_ref_age_ms.is_some() || document.refs.values().any(|r| r.max_ref_age_ms.is_some());
-    if document.snapshots.len() <= policy.min_snapshots_to_keep && !refs_expire {
+    let refs_age = document.refs.values().any(|r| r.max_ref_age_ms.is_some());
+    let timestamps = document.snapshots.iter().map(|s| s.timestamp_ms);
+    due_after(timestamps, refs_age, policy, now_ms)
+}
+
+/// When the oldest of `timestamps` reaches the policy's age (not before `now_ms`), if there are
+/// more snapshots than the policy keeps by count or refs that may age out.
+fn due_after(
+    timestamps: impl ExactSizeIterator<Item = i64>,
+    refs_age: bool,
+    policy: &ExpiryPolicy,
+    now_ms: i64,
+) -> Option<i64> {
+    if timestamps.len() <= policy.min_snapshots_to_keep && !refs_age && policy.max_ref_age_ms.is_none() {
         return None;
     }
-    let oldest = document.snapshots.iter().map(|s| s.timestamp_ms).min();
+    let oldest = timestamps.min();
     oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms))
 }
 
@@ -299,17 +317,23 @@ pub fn first_due_parsed(
     now_ms: i64,
 ) -> Option<i64> {
     use iceberg::spec::SnapshotRetention;
-    let refs_expire = policy.max_ref_age_ms.is_some()
-        || refs.values().any(|r| match &r.retention {
-            SnapshotRetention::Branch { max_ref_age_ms, .. } | SnapshotRetention::Tag { max_ref_age_ms } => {
-                max_ref_age_ms.is_some()
-            }
-        });
-    if metadata.snapshots().len() <= policy.min_snapshots_to_keep && !refs_expire {
-        return None;
-    }
-    let oldest = metadata.snapshots().map(|s| s.timestamp_ms()).min();
-    oldest.map(|ts| ts.saturating_add(policy.max_snapshot_age_ms).saturating_add(1).max(now_ms))
+    let refs_age = refs.values().any(|r| match &r.retention {
+        SnapshotRetention::Branch { max_ref_age_ms, .. } | SnapshotRetention::Tag { max_ref_age_ms } => {
+            max_ref_age_ms.is_some()
+        }
+    });
+    due_after(metadata.snapshots().map(|s| s.timestamp_ms()), refs_age, policy, now_ms)
+}
+
+/// What an expiry deletes of the files the removed snapshots reached (`then`) and the table
+/// still reaches (`still`): those inside its recorded locations, never a metadata file (the
+/// metadata log's to expire); and how many it keeps because they lie elsewhere.
+fn deletable(then: &HashSet<String>, still: &HashSet<String>, owned: &TableLocations) -> (Vec<String>, usize) {
+    let gone = then.difference(still);
+    let mut doomed: Vec<String> =
+        gone.clone().filter(|f| owned.contains(f) && !f.ends_with(".metadata.json")).cloned().collect();
+    doomed.sort();
+    (doomed, gone.filter(|f| !owned.contains(f)).count())
 }
 
 /// The dry run of table `table`'s expiry under `policy`: what would be removed now, and the
@@ -329,14 +353,13 @@ pub async fn dry_run(
     let (then, sizes) = reachable(catalog, warehouse, document, Some(&removed), &mut budget).await?;
     let (still, _) = reachable(catalog, warehouse, document, Some(&retained), &mut budget).await?;
     let owned = TableLocations::new(catalog.store().recorded_locations(&TabularId::new(table.id.clone())).await?);
-    let doomed: Vec<&String> =
-        then.difference(&still).filter(|f| owned.contains(f) && !f.ends_with(".metadata.json")).collect();
+    let (doomed, foreign) = deletable(&then, &still, &owned);
     Ok(json!({
         "snapshots": planned.remove_snapshots.len(),
         "refs": planned.remove_refs,
         "files": doomed.len(),
-        "bytes": doomed.iter().filter_map(|f| sizes.get(*f)).sum::<u64>(),
-        "kept-foreign-files": then.difference(&still).filter(|f| !owned.contains(f)).count(),
+        "bytes": doomed.iter().filter_map(|f| sizes.get(f)).sum::<u64>(),
+        "kept-foreign-files": foreign,
         "next-due-ms": planned.next_due_ms,
     }))
 }
@@ -351,11 +374,15 @@ pub async fn queue_expiry(
     (reason, now_ms): (&str, i64),
 ) -> Result<()> {
     let task = NewTask {
-        params: json!({ "namespace": table.namespace.levels(), "name": table.name }),
-        max_attempts: 5,
         // A commit while an expiry runs may make more due: that expiry runs once more.
         rerun_if_running: true,
-        ..NewTask::for_tabular(KIND, reason, (warehouse_id.as_str(), id.as_str()), due_ms)
+        ..NewTask::for_table(
+            KIND,
+            reason,
+            (warehouse_id.as_str(), id.as_str()),
+            (&table.namespace, &table.name),
+            due_ms,
+        )
     };
     queue.enqueue(&task, now_ms).await?;
     Ok(())
@@ -539,7 +566,7 @@ impl ExpireSnapshots {
             let before = loaded.metadata_location.clone().unwrap_or_default();
             let document = Document::parse(&loaded.metadata_json)?;
             let inherited = self.catalog.inherited_policy(&loaded.warehouse, &table.namespace).await?;
-            let Some(policy) = crate::maintenance::expiry_policy(&document.properties, &inherited)? else {
+            let Some(policy) = expiry_policy(&document.properties, &inherited)? else {
                 return Ok(None);
             };
             let plan = plan(&document, &policy, run.now_ms());
@@ -634,15 +661,9 @@ impl Job for ExpireSnapshots {
         let (then, sizes) = reachable(&self.catalog, &warehouse, &before_doc, Some(&removed_ids), &mut budget).await?;
         let (still, _) = reachable(&self.catalog, &warehouse, &now_doc, None, &mut budget).await?;
         let owned = TableLocations::new(self.catalog.store().recorded_locations(&id).await?);
-        // Metadata files are the metadata log's to expire (write.metadata.delete-after-commit),
-        // never a manifest's.
-        let mut doomed: Vec<String> = then
-            .difference(&still)
-            .filter(|f| owned.contains(f) && !f.ends_with(".metadata.json") && **f != before && **f != after)
-            .cloned()
-            .collect();
-        let foreign = then.difference(&still).filter(|f| !owned.contains(f)).count();
-        doomed.sort();
+        // The metadata files before and after the commit are never a manifest's to delete.
+        let (mut doomed, foreign) = deletable(&then, &still, &owned);
+        doomed.retain(|f| *f != before && *f != after);
         let mut progress = run.task().progress;
         progress.total = Some(i64::try_from(doomed.len()).unwrap_or(i64::MAX));
         progress.done = 0;
@@ -673,7 +694,7 @@ impl Job for ExpireSnapshots {
         }
         // What becomes due later (snapshots kept only for their age): the next run, then.
         let inherited = self.catalog.inherited_policy(&warehouse, &table.namespace).await?;
-        let policy = crate::maintenance::expiry_policy(&now_doc.properties, &inherited)?;
+        let policy = expiry_policy(&now_doc.properties, &inherited)?;
         let due = policy.and_then(|policy| next_due(&now_doc, &policy, run.now_ms()));
         if let (Some(queue), Some(due)) = (self.catalog.task_store(), due) {
             let reason = ("snapshots kept for their age become due", run.now_ms());
@@ -722,7 +743,7 @@ mod tests {
         ];
         let refs = r#"{"main": {"snapshot-id": 5, "type": "branch"}}"#;
         let doc = document(&chain, refs, r#"{"history.expire.max-snapshot-age-ms": "1000"}"#);
-        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let policy = expiry_policy(&doc.properties, &Default::default()).unwrap().unwrap();
         let plan = plan(&doc, &policy, 10 * DAY);
         assert_eq!(plan.remove_snapshots, [1, 2, 3, 4], "only the newest (min-snapshots-to-keep 1)");
         assert_eq!(plan.asserted, [("main".to_owned(), 5)]);
@@ -732,7 +753,7 @@ mod tests {
             refs,
             r#"{"history.expire.max-snapshot-age-ms": "216000000", "history.expire.min-snapshots-to-keep": "2"}"#,
         );
-        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let policy = expiry_policy(&doc.properties, &Default::default()).unwrap().unwrap();
         assert_eq!(plan_ids(&doc, &policy, 10 * DAY), [1, 2, 3]);
         assert_eq!(plan_ids(&doc, &policy, 5 * DAY), [1, 2], "3 is 2 days old, inside the age");
     }
@@ -755,7 +776,7 @@ mod tests {
         let refs = r#"{"main": {"snapshot-id": 5, "type": "branch"}, "dev": {"snapshot-id": 3, "type": "branch"},
                        "v1": {"snapshot-id": 4, "type": "tag", "max-ref-age-ms": 864000000}}"#;
         let doc = document(&snaps, refs, r#"{"history.expire.max-snapshot-age-ms": "1000"}"#);
-        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let policy = expiry_policy(&doc.properties, &Default::default()).unwrap().unwrap();
         let planned = plan(&doc, &policy, 10 * DAY);
         assert_eq!(planned.remove_snapshots, [1, 2], "dev keeps 3, v1 keeps 4, main keeps 5, 6 is young");
         assert!(planned.remove_refs.is_empty());
@@ -773,7 +794,7 @@ mod tests {
             i64::MAX
         );
         let doc = document(&chain, refs, &format!(r#"{{"history.expire.max-snapshot-age-ms": "{}"}}"#, i64::MAX));
-        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let policy = expiry_policy(&doc.properties, &Default::default()).unwrap().unwrap();
         let planned = plan(&doc, &policy, 10 * DAY);
         assert!(planned.remove_snapshots.is_empty() && planned.remove_refs.is_empty(), "{planned:?}");
         assert_eq!(planned.next_due_ms, Some(i64::MAX));
@@ -791,7 +812,7 @@ mod tests {
             .collect();
         let doc =
             document(&chain, &Value::Object(refs).to_string(), r#"{"history.expire.max-snapshot-age-ms": "1000"}"#);
-        let policy = expiry_policy(&doc.properties).unwrap().unwrap();
+        let policy = expiry_policy(&doc.properties, &Default::default()).unwrap().unwrap();
         assert!(plan(&doc, &policy, 10_000_000).remove_snapshots.is_empty(), "every snapshot is a branch's head");
     }
 
@@ -857,12 +878,12 @@ mod tests {
     #[test]
     fn no_policy_no_expiry_and_gc_disabled_wins() {
         let empty = HashMap::new();
-        assert_eq!(expiry_policy(&empty).unwrap(), None);
+        assert_eq!(expiry_policy(&empty, &Default::default()).unwrap(), None);
         let mut properties = HashMap::from([(MAX_AGE_PROPERTY.to_owned(), "1000".to_owned())]);
-        assert!(expiry_policy(&properties).unwrap().is_some());
+        assert!(expiry_policy(&properties, &Default::default()).unwrap().is_some());
         properties.insert(GC_ENABLED_PROPERTY.into(), "false".into());
-        assert_eq!(expiry_policy(&properties).unwrap(), None);
+        assert_eq!(expiry_policy(&properties, &Default::default()).unwrap(), None);
         let bad = HashMap::from([(MAX_AGE_PROPERTY.to_owned(), "-5".to_owned())]);
-        assert!(expiry_policy(&bad).is_err());
+        assert!(expiry_policy(&bad, &Default::default()).is_err());
     }
 }

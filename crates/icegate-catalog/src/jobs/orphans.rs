@@ -341,16 +341,10 @@ impl Job for RemoveOrphans {
             (a, b) => a.or(b),
         };
         if let Some(due) = next {
+            let reason = "quarantined orphan files become due, or the orphan policy's interval passes";
             let task = super::NewTask {
-                params: run.task().params.clone(),
-                max_attempts: 5,
                 rerun_if_running: true,
-                ..super::NewTask::for_tabular(
-                    KIND,
-                    "quarantined orphan files become due, or the orphan policy's interval passes",
-                    (warehouse.id.as_str(), &table.id),
-                    due.max(now),
-                )
+                ..crate::maintenance::table_task(KIND, reason, (&warehouse.id, &table), due.max(now))
             };
             queue.enqueue(&task, now).await?;
         }

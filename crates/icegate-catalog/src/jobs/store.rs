@@ -99,6 +99,24 @@ impl NewTask {
     }
 }
 
+impl NewTask {
+    /// A task of `kind` about table `tabular_id`, named `namespace.name` when it is queued (the
+    /// job checks that the name still means that table): tried up to five times.
+    pub fn for_table(
+        kind: &str,
+        reason: &str,
+        (warehouse_id, tabular_id): (&str, &str),
+        (namespace, name): (&NamespaceIdent, &str),
+        due_ms: i64,
+    ) -> Self {
+        Self {
+            params: serde_json::json!({ "namespace": namespace.levels(), "name": name }),
+            max_attempts: 5,
+            ..Self::for_tabular(kind, reason, (warehouse_id, tabular_id), due_ms)
+        }
+    }
+}
+
 /// How far a task got, in units the job chooses (files, tables, keys) and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Progress {

@@ -524,16 +524,20 @@ impl MetadataKind for TableCommit {
 
     async fn applied(&self, catalog: &Catalog, warehouse: &Warehouse, staged: Staged<Extra>) -> TableResult {
         let Staged { ident, swap, extra, .. } = staged;
-        // The cheap check, for tables that ask for expiry themselves or inherit it (a policy
-        // of the warehouse, or of a namespace: cached).
+        // What the table inherits (a policy of the warehouse, or of a namespace: cached), read
+        // once, and only when the expiry check or the metadata files out of the log ask for it.
+        let asks = catalog.task_store().is_some() || (extra.delete_expired.is_none() && !extra.expired.is_empty());
+        let inherited = match swap.is_some() && asks {
+            true => catalog.inherited_policy(warehouse, &ident.namespace).await.unwrap_or_default(),
+            false => crate::maintenance::PolicyLevel::default(),
+        };
+        // The cheap check, for tables that ask for expiry themselves or inherit it.
         if let (Some((written, parsed)), Some(swap)) = (&extra.written, &swap)
             && catalog.task_store().is_some()
+            && (inherited.expires()
+                || parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY))
         {
-            let inherited = catalog.inherited_policy(warehouse, &ident.namespace).await.unwrap_or_default();
-            if inherited.expires() || parsed.properties().contains_key(crate::jobs::expire_snapshots::MAX_AGE_PROPERTY)
-            {
-                catalog.after_commit_expiry(warehouse, (&ident, swap), (parsed, written), &inherited).await;
-            }
+            catalog.after_commit_expiry(warehouse, (&ident, swap), (parsed, written), &inherited).await;
         }
         if let (Some((written, parsed)), Some(location)) = (extra.written, &extra.result.metadata_location) {
             let entry = Cached::new(written.text, Some(written.gzip), Some(parsed), written.layout);
@@ -541,15 +545,8 @@ impl MetadataKind for TableCommit {
         }
         if let Some(swap) = &swap {
             catalog.metadata_cache().forget(&swap.expected_metadata_location);
-            let delete = match extra.delete_expired {
-                Some(own) => own,
-                None if !extra.expired.is_empty() => catalog
-                    .inherited_policy(warehouse, &ident.namespace)
-                    .await
-                    .is_ok_and(|p| p.metadata_delete_after_commit == Some(true)),
-                None => false,
-            };
-            if delete {
+            let delete = extra.delete_expired.or(inherited.metadata_delete_after_commit).unwrap_or(false);
+            if delete && !extra.expired.is_empty() {
                 catalog.expire_metadata_files(warehouse, &ident, swap, &extra.expired).await;
             }
         }
