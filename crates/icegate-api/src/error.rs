@@ -73,7 +73,7 @@ impl From<CatalogError> for ApiError {
                     ObjectKind::Namespace => "NoSuchNamespaceException",
                     ObjectKind::Table => "NoSuchTableException",
                     ObjectKind::View => "NoSuchViewException",
-                    ObjectKind::AccessControl => "NotFoundException",
+                    ObjectKind::AccessControl | ObjectKind::Adoption => "NotFoundException",
                 };
                 Self::new(StatusCode::NOT_FOUND, r#type, message)
             }

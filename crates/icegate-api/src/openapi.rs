@@ -9,8 +9,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::routes::{
-    access, audit, config, holds, lifecycle, maintenance, namespaces, oauth, ops, reviews, tables, tasks, views,
-    warehouses,
+    access, adoption, audit, config, holds, lifecycle, maintenance, namespaces, oauth, ops, reviews, tables, tasks,
+    views, warehouses,
 };
 
 #[derive(OpenApi)]
@@ -46,6 +46,7 @@ struct IcebergRestDoc;
         (name = "Access reviews", description = "Who can do what, and campaigns that attest or revoke it"),
         (name = "Legal holds", description = "What may not be dropped, purged or moved while a hold stands"),
         (name = "Tasks", description = "Background work the catalog runs: its progress, results and cancellation"),
+        (name = "Adoption", description = "Parquet datasets adopted in place as Iceberg tables: read-only source locations, adoptions, re-syncs"),
         (name = "Lifecycle", description = "Dropped tables and views: kept restorable for their hold, undropped, purged by tasks"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
@@ -185,6 +186,14 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(maintenance::run))
         .routes(routes!(maintenance::list_quarantine))
         .routes(routes!(maintenance::restore))
+        .routes(routes!(
+            adoption::add_source_location,
+            adoption::list_source_locations,
+            adoption::remove_source_location
+        ))
+        .routes(routes!(adoption::adopt, adoption::list_adoptions))
+        .routes(routes!(adoption::get_adoption))
+        .routes(routes!(adoption::sync_adoption))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

@@ -11,6 +11,8 @@ pub enum ObjectKind {
     View,
     /// A principal, role, membership or grant.
     AccessControl,
+    /// An adoption or a source location.
+    Adoption,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +81,11 @@ impl CatalogError {
 
     pub fn no_such_view(view: impl std::fmt::Display) -> Self {
         Self::NotFound { kind: ObjectKind::View, message: format!("View does not exist: {view}") }
+    }
+
+    /// An adoption or a source location that does not exist (`message` names it).
+    pub fn no_such_adoption(message: String) -> Self {
+        Self::NotFound { kind: ObjectKind::Adoption, message }
     }
 
     pub fn no_such_namespace(ns: impl std::fmt::Display) -> Self {

@@ -39,6 +39,26 @@ pub trait FileIo: Send + Sync + 'static {
     /// as `prefix-2/...`), at most `max_files`; `complete` says whether that was all of them. A
     /// local directory is walked without following links, and only regular files are listed.
     async fn list_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Listing>;
+    /// Lists the files below `prefix` (a directory location, or `root` itself) inside `root`: a
+    /// source location the catalog checked (adoption reads from it, read-only). As
+    /// [`list_below`](Self::list_below), without the storage-root check the catalog made itself.
+    async fn list_source(&self, warehouse: &Warehouse, root: &str, prefix: &str, max_files: usize) -> Result<Listing> {
+        let _ = (warehouse, root, prefix, max_files);
+        Err(crate::CatalogError::bad_request("this storage cannot read source locations"))
+    }
+    /// The last `bytes` bytes of `file` (listed by [`list_source`](Self::list_source) below
+    /// `root`), as it was listed: a file whose ETag (S3) or size and modification time (local)
+    /// changed since is refused with `Conflict`; one that is gone with `BadRequest`.
+    async fn read_source_tail(
+        &self,
+        warehouse: &Warehouse,
+        root: &str,
+        file: &ListedFile,
+        bytes: u64,
+    ) -> Result<Bytes> {
+        let _ = (warehouse, root, file, bytes);
+        Err(crate::CatalogError::bad_request("this storage cannot read source locations"))
+    }
     /// Deletes these files (in bulk where the store can: S3 `DeleteObjects`); a missing file is
     /// not an error.
     async fn delete_many(&self, warehouse: &Warehouse, locations: &[String]) -> Result<()> {
@@ -56,6 +76,8 @@ pub struct ListedFile {
     pub size: u64,
     /// Its last-modified time (ms since the epoch), as the store reports it.
     pub modified_ms: i64,
+    /// The store's ETag (S3); empty where it has none (local files).
+    pub etag: String,
 }
 
 /// What one [`FileIo::list_below`] call found.

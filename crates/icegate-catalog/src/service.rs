@@ -122,6 +122,7 @@ pub struct Catalog {
     /// 30 s, cleared by every change of namespace properties through this replica.
     namespace_policies: Arc<TtlCache<(WarehouseId, crate::NamespaceIdent), crate::maintenance::PolicyLevel>>,
     orphan_defaults: crate::maintenance::OrphanDefaults,
+    adoption_defaults: crate::adoption::AdoptionDefaults,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -177,6 +178,7 @@ impl Catalog {
             expiry_queued: Arc::default(),
             namespace_policies: Arc::new(TtlCache::new(MAX_CACHED_WAREHOUSES, Some(WAREHOUSE_CACHE_TTL))),
             orphan_defaults: crate::maintenance::OrphanDefaults::default(),
+            adoption_defaults: crate::adoption::AdoptionDefaults::default(),
             tasks: None,
         }
     }
@@ -221,6 +223,16 @@ impl Catalog {
 
     pub fn orphan_defaults(&self) -> crate::maintenance::OrphanDefaults {
         self.orphan_defaults
+    }
+
+    /// The server's bounds on adoption (`adoption.*`).
+    pub fn with_adoption_defaults(mut self, defaults: crate::adoption::AdoptionDefaults) -> Self {
+        self.adoption_defaults = defaults;
+        self
+    }
+
+    pub fn adoption_defaults(&self) -> crate::adoption::AdoptionDefaults {
+        self.adoption_defaults
     }
 
     pub(crate) fn namespace_policies(

@@ -86,6 +86,21 @@ impl ObjectStoreIo {
         cell.get_or_try_init(|| async { S3Access::new(warehouse, &self.cipher).await.map(Arc::new) }).await.cloned()
     }
 
+    /// The warehouse's S3 store and the key of `location` in its bucket (no storage-root check:
+    /// the caller checked the location against a source location).
+    async fn resolve_s3(&self, warehouse: &Warehouse, location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        if !location.starts_with("s3://") || !warehouse.storage_root.as_str().starts_with("s3://") {
+            return Err(CatalogError::bad_request(format!(
+                "{location} is not in the warehouse's storage ({})",
+                warehouse.storage_root
+            )));
+        }
+        let access = self.s3_access(warehouse).await?;
+        let key = access.key_of(location)?;
+        let path = Path::parse(key).map_err(|e| CatalogError::bad_request(format!("invalid S3 key {key}: {e}")))?;
+        Ok((access.store.clone(), path))
+    }
+
     async fn resolve(&self, warehouse: &Warehouse, location: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
         if !location.starts_with(&format!("{}/", warehouse.storage_root.as_str())) {
             return Err(CatalogError::bad_request(format!(
@@ -103,6 +118,23 @@ impl ObjectStoreIo {
         let path = Path::parse(key).map_err(|e| CatalogError::bad_request(format!("invalid S3 key {key}: {e}")))?;
         Ok((access.store.clone(), path))
     }
+}
+
+/// `location` is the source location `root` or lies below it, in whole path segments, with
+/// no `.` or `..` segment (object keys may hold them; a source never reaches outside itself).
+fn within_source(root: &str, location: &str) -> Result<()> {
+    let rest = if location == root {
+        ""
+    } else {
+        location
+            .strip_prefix(root)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .ok_or_else(|| CatalogError::bad_request(format!("{location} lies outside the source location {root}")))?
+    };
+    if !rest.is_empty() && rest.split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+        return Err(CatalogError::bad_request(format!("{location} has an empty, `.` or `..` segment")));
+    }
+    Ok(())
 }
 
 /// Runs a local file operation (see `local`: never through a link) on the blocking pool; a
@@ -230,7 +262,7 @@ impl FileIo for ObjectStoreIo {
                 local_io("listing", prefix, move || local::list_below(&root, &owned, max_files)).await?;
             let files = found
                 .into_iter()
-                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms })
+                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })
                 .collect();
             return Ok(Listing { files, complete });
         }
@@ -253,10 +285,97 @@ impl FileIo for ObjectStoreIo {
                     location: format!("{prefix}/{rest}"),
                     size: meta.size,
                     modified_ms: meta.last_modified.timestamp_millis(),
+                    etag: meta.e_tag.unwrap_or_default(),
                 })
             })
             .collect();
         Ok(Listing { files, complete })
+    }
+
+    async fn list_source(&self, warehouse: &Warehouse, root: &str, prefix: &str, max_files: usize) -> Result<Listing> {
+        let (root, prefix) = (root.trim_end_matches('/'), prefix.trim_end_matches('/'));
+        within_source(root, prefix)?;
+        if prefix.starts_with("file://") {
+            let (root, owned) = (root.to_owned(), prefix.to_owned());
+            let (found, complete) =
+                local_io("listing", prefix, move || local::list_source(&root, &owned, max_files)).await?;
+            let files = found
+                .into_iter()
+                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })
+                .collect();
+            return Ok(Listing { files, complete });
+        }
+        let (store, path) = self.resolve_s3(warehouse, prefix).await?;
+        let listed: Vec<object_store::ObjectMeta> = store
+            .list(Some(&path))
+            .take(max_files.saturating_add(1))
+            .try_collect()
+            .await
+            .map_err(|e| io_error("listing", prefix, e))?;
+        let complete = listed.len() <= max_files;
+        let base = path.as_ref().to_owned();
+        let files = listed
+            .into_iter()
+            .take(max_files)
+            .filter_map(|meta| {
+                let rest = meta.location.as_ref().strip_prefix(base.as_str())?.strip_prefix('/')?;
+                Some(ListedFile {
+                    location: format!("{prefix}/{rest}"),
+                    size: meta.size,
+                    modified_ms: meta.last_modified.timestamp_millis(),
+                    etag: meta.e_tag.clone().unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(Listing { files, complete })
+    }
+
+    async fn read_source_tail(
+        &self,
+        warehouse: &Warehouse,
+        root: &str,
+        file: &ListedFile,
+        bytes: u64,
+    ) -> Result<bytes::Bytes> {
+        let root = root.trim_end_matches('/');
+        let location = file.location.as_str();
+        within_source(root, location)?;
+        if location == root {
+            return Err(CatalogError::bad_request(format!(
+                "{location} is the source location itself, not a file in it"
+            )));
+        }
+        let changed = || CatalogError::Conflict(format!("{location} changed while it was read"));
+        if location.starts_with("file://") {
+            let (root, owned, listed) = (root.to_owned(), location.to_owned(), (file.size, file.modified_ms));
+            let read = tokio::task::spawn_blocking(move || local::read_tail(&root, &owned, listed, bytes))
+                .await
+                .map_err(|e| CatalogError::Internal(anyhow::anyhow!("reading {location}: {e}")))?;
+            return match read {
+                Ok(Some(tail)) => Ok(bytes::Bytes::from(tail)),
+                Ok(None) => Err(CatalogError::bad_request(format!("file does not exist: {location}"))),
+                Err(e) if e.kind() == std::io::ErrorKind::StaleNetworkFileHandle => Err(changed()),
+                Err(e) => {
+                    tracing::warn!(%location, error = %e, "local storage failed reading");
+                    Err(CatalogError::Unavailable(format!("local storage failed reading {location}")))
+                }
+            };
+        }
+        let (store, path) = self.resolve_s3(warehouse, location).await?;
+        let options = object_store::GetOptions {
+            range: Some(object_store::GetRange::Suffix(bytes.min(file.size.max(1)))),
+            if_match: (!file.etag.is_empty()).then(|| file.etag.clone()),
+            ..Default::default()
+        };
+        match store.get_opts(&path, options).await {
+            Ok(result) if result.meta.size != file.size => Err(changed()),
+            Ok(result) => result.bytes().await.map_err(|e| io_error("reading", location, e)),
+            Err(object_store::Error::Precondition { .. }) => Err(changed()),
+            Err(object_store::Error::NotFound { .. }) => {
+                Err(CatalogError::bad_request(format!("file does not exist: {location}")))
+            }
+            Err(e) => Err(io_error("reading", location, e)),
+        }
     }
 
     async fn delete_some_below(&self, warehouse: &Warehouse, prefix: &str, max_files: usize) -> Result<Deleted> {

@@ -123,6 +123,41 @@ pub(crate) fn read(root: &str, location: &str, max_bytes: u64) -> std::io::Resul
     Ok(Found::Bytes(bytes))
 }
 
+/// The last `bytes` bytes of the regular file at `location`, if its size and modification
+/// time are still `(size, modified_ms)`: `Ok(None)` when it is missing or not a regular file,
+/// `Err` of kind `Other` naming the change when it changed.
+pub(crate) fn read_tail(
+    root: &str,
+    location: &str,
+    (size, modified_ms): (u64, i64),
+    bytes: u64,
+) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Seek as _;
+    let parts = components(root, location)?;
+    let (name, parents) = parts.split_last().ok_or_else(|| std::io::Error::other("an empty location"))?;
+    let Some(dir) = open_dir(split_root(root), parents, false)? else { return Ok(None) };
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(&dir, *name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(errno(e)),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(errno)?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Ok(None);
+    }
+    let modified = stat.st_mtime.saturating_mul(1000).saturating_add(stat.st_mtime_nsec as i64 / 1_000_000);
+    if stat.st_size as u64 != size || modified != modified_ms {
+        return Err(std::io::Error::new(std::io::ErrorKind::StaleNetworkFileHandle, "changed since it was listed"));
+    }
+    let take = bytes.min(size);
+    let mut file = std::fs::File::from(fd);
+    file.seek(std::io::SeekFrom::Start(size - take))?;
+    let mut out = Vec::with_capacity(take as usize);
+    file.take(take).read_to_end(&mut out)?;
+    Ok(Some(out))
+}
+
 /// Deletes the file at `location` (a link there is removed itself); a missing one is no error.
 pub(crate) fn delete(root: &str, location: &str) -> std::io::Result<()> {
     let parts = components(root, location)?;
@@ -227,6 +262,27 @@ pub(crate) fn list_below(root: &str, location: &str, max: usize) -> std::io::Res
         Err(Errno::NOENT) => return Ok((Vec::new(), true)),
         Err(e) => return Err(errno(e)),
     };
+    walk(dir, location, max)
+}
+
+/// [`list_below`] of a source location: `location` is `root` itself or lies below it (the root,
+/// an operator's registered source, may be reached through a link; nothing below it is).
+pub(crate) fn list_source(root: &str, location: &str, max: usize) -> std::io::Result<(Vec<ListedFile>, bool)> {
+    if location.trim_end_matches('/') != root.trim_end_matches('/') {
+        return list_below(root, location, max);
+    }
+    let directory = OFlags::DIRECTORY | OFlags::RDONLY | OFlags::CLOEXEC;
+    let dir = match rustix::fs::open(split_root(root), directory, Mode::empty()) {
+        Ok(dir) => dir,
+        Err(Errno::NOENT) => return Ok((Vec::new(), true)),
+        Err(e) => return Err(errno(e)),
+    };
+    walk(dir, location, max)
+}
+
+/// The regular files below the open directory `dir` (named `location`), at most `max`.
+fn walk(dir: OwnedFd, location: &str, max: usize) -> std::io::Result<(Vec<ListedFile>, bool)> {
+    let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
     let mut found = Vec::new();
     let mut pending = vec![(dir, location.trim_end_matches('/').to_owned())];
     while let Some((dir, prefix)) = pending.pop() {

@@ -325,6 +325,17 @@ impl Change {
         Self { subject, detail }
     }
 
+    /// A warehouse itself (its settings, its source locations), with `detail`.
+    pub(crate) fn warehouse(warehouse_id: &str, detail: Value) -> Self {
+        let subject = Subject {
+            warehouse_id: Some(warehouse_id.to_owned()),
+            namespace: None,
+            name: None,
+            kind: Some("warehouse"),
+        };
+        Self { subject, detail }
+    }
+
     /// A namespace by its levels, with `detail`.
     pub(crate) fn namespace(warehouse_id: &str, namespace: &icegate_catalog::NamespaceIdent, detail: Value) -> Self {
         let subject = Subject {

@@ -10,6 +10,7 @@
 //! plain `rusqlite` connections (`sqlite_reads`), with sqlx as their fallback.
 
 mod access;
+mod adoption;
 pub mod audit;
 mod database;
 mod group_commit;

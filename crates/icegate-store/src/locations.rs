@@ -62,6 +62,10 @@ pub(crate) struct Own<'a> {
     /// metadata file says which table it is, not who may read it.
     pub uuid: Option<&'a str>,
     pub leased_by: Option<&'a str>,
+    /// Source locations (read-only prefixes adoption reads from) do not count: registering a
+    /// source checks tables' locations only. Everything else counts them: no table or view
+    /// may equal, lie inside or contain a source location.
+    pub ignore_sources: bool,
 }
 
 /// The `table-uuid` (or `view-uuid`) of a metadata document; empty when it has none.
@@ -119,6 +123,12 @@ pub(crate) async fn check_overlap(
              AND {within}"
         ));
     }
+    if !own.ignore_sources {
+        branches.push(format!("SELECT location FROM source_locations WHERE warehouse_id = $1 AND {exact}"));
+        if !own.holders_only {
+            branches.push(format!("SELECT location FROM source_locations WHERE warehouse_id = $1 AND {below}"));
+        }
+    }
     let sql = format!("{} LIMIT 1", branches.join(" UNION ALL "));
     // An empty namespace id matches no row: nothing is excluded without a reservation of one's own.
     let (reserved_namespace, reserved_name, reserved_by) = own.reserved_as.unwrap_or(("", "", ""));
@@ -137,7 +147,7 @@ pub(crate) async fn check_overlap(
     }
     if query.fetch_optional(&mut *conn).await.map_err(db_error)?.is_some() {
         return Err(CatalogError::bad_request(format!(
-            "location {location} overlaps the location of another table or view"
+            "location {location} overlaps the location of another table or view, or a source location"
         )));
     }
     Ok(())

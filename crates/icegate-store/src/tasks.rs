@@ -6,6 +6,7 @@
 
 use async_trait::async_trait;
 use icegate_catalog::NamespaceIdent;
+use icegate_catalog::adoption::store::{AdoptedFile, Adoption, AdoptionRun, SourceLocation};
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::jobs::{
     Finish, MaintainedTable, NewTask, Progress, QuarantineFilter, QuarantinedFile, TaskFilter, TaskRecord, TaskState,
@@ -369,5 +370,54 @@ impl TaskStore for SqlStore {
 
     async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64> {
         self.forget_quarantine_of_gone_tables(limit).await
+    }
+
+    async fn add_source_location(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        location: &str,
+        now_ms: i64,
+    ) -> Result<SourceLocation> {
+        self.insert_source_location(write, warehouse_id, location, now_ms).await
+    }
+
+    async fn source_locations(&self, warehouse_id: &str) -> Result<Vec<SourceLocation>> {
+        self.list_source_locations(warehouse_id).await
+    }
+
+    async fn remove_source_location(&self, write: &WriteContext, warehouse_id: &str, location: &str) -> Result<bool> {
+        self.delete_source_location(write, warehouse_id, location).await
+    }
+
+    async fn create_adoption(&self, write: &WriteContext, adoption: &Adoption) -> Result<()> {
+        self.insert_adoption(write, adoption).await
+    }
+
+    async fn adoption(&self, id: &str) -> Result<Option<Adoption>> {
+        self.find_adoption(id).await
+    }
+
+    async fn adoptions(&self, warehouse_id: &str, after_id: Option<&str>, limit: i64) -> Result<Vec<Adoption>> {
+        self.list_adoptions(warehouse_id, after_id, limit).await
+    }
+
+    async fn adopted_files(&self, adoption_id: &str) -> Result<Vec<AdoptedFile>> {
+        self.list_adopted_files(adoption_id).await
+    }
+
+    async fn record_adoption_run(
+        &self,
+        write: &WriteContext,
+        adoption: &Adoption,
+        run: &AdoptionRun,
+        added: &[AdoptedFile],
+        removed: &[String],
+    ) -> Result<()> {
+        self.insert_adoption_run(write, adoption, run, added, removed).await
+    }
+
+    async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>> {
+        self.list_adoption_runs(adoption_id, limit).await
     }
 }

@@ -26,7 +26,55 @@ pub struct Config {
     pub governance: GovernanceConfig,
     pub audit: AuditConfig,
     pub lifecycle: LifecycleConfig,
+    pub adoption: AdoptionConfig,
     pub log: LogConfig,
+}
+
+/// Adopting Parquet datasets in place (docs/adoption.md): the server's bounds on each run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdoptionConfig {
+    /// Files a run lists at most; a larger source is refused (adopt it one prefix at a time).
+    pub max_files: usize,
+    /// The largest Parquet footer read; a file with a larger one is skipped and named.
+    pub max_footer_bytes: u64,
+    /// Footers read at once (ranged reads).
+    pub footer_concurrency: usize,
+    /// A first run over more files than this is queued as a task (the request answers 202).
+    pub inline_files: usize,
+    /// How often a continuous adoption re-syncs, unless it says.
+    #[serde(with = "humantime_serde")]
+    pub sync_interval: Duration,
+    /// The floor under every adoption's sync interval.
+    #[serde(with = "humantime_serde")]
+    pub min_sync_interval: Duration,
+}
+
+impl Default for AdoptionConfig {
+    fn default() -> Self {
+        let d = icegate_catalog::adoption::AdoptionDefaults::default();
+        Self {
+            max_files: d.max_files,
+            max_footer_bytes: d.max_footer_bytes,
+            footer_concurrency: d.concurrency,
+            inline_files: d.inline_files,
+            sync_interval: d.sync_interval,
+            min_sync_interval: d.min_sync_interval,
+        }
+    }
+}
+
+impl AdoptionConfig {
+    pub fn defaults(&self) -> icegate_catalog::adoption::AdoptionDefaults {
+        icegate_catalog::adoption::AdoptionDefaults {
+            max_files: self.max_files,
+            max_footer_bytes: self.max_footer_bytes,
+            concurrency: self.footer_concurrency,
+            inline_files: self.inline_files,
+            sync_interval: self.sync_interval,
+            min_sync_interval: self.min_sync_interval,
+        }
+    }
 }
 
 /// Table lifecycle run by the catalog (docs/lifecycle.md).
@@ -453,6 +501,7 @@ impl Default for Config {
             governance: GovernanceConfig::default(),
             audit: AuditConfig::default(),
             lifecycle: LifecycleConfig::default(),
+            adoption: AdoptionConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -700,6 +749,20 @@ impl Config {
             bail!(
                 "invalid configuration: audit.retention removes records only after exporting them: set \
                  audit.checkpoint.location"
+            );
+        }
+        if self.adoption.max_files == 0
+            || self.adoption.footer_concurrency == 0
+            || self.adoption.max_footer_bytes < 1024
+        {
+            bail!(
+                "invalid configuration: adoption.max_files and adoption.footer_concurrency must be positive, \
+                 adoption.max_footer_bytes at least 1024"
+            );
+        }
+        if self.adoption.min_sync_interval.is_zero() || self.adoption.sync_interval < self.adoption.min_sync_interval {
+            bail!(
+                "invalid configuration: adoption.min_sync_interval must be positive and at most adoption.sync_interval"
             );
         }
         if self.lifecycle.sweep_interval.is_zero() {

@@ -5,6 +5,7 @@
 //! the service seals them.
 
 pub mod access;
+pub mod adoption;
 pub mod audit;
 pub mod config;
 pub mod holds;

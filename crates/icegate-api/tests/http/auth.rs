@@ -506,6 +506,9 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/management/v1/warehouses/{name}/maintenance/plan"), json!({"namespace": ["db"], "table": "t1"})),
         (("POST", "/management/v1/warehouses/{name}/maintenance/run"), json!({"namespace": ["db"], "table": "t1"})),
         (("POST", "/management/v1/warehouses/{name}/maintenance/quarantine/restore"), json!({"namespace": ["db"], "table": "t1"})),
+        (("POST", "/management/v1/warehouses/{name}/source-locations"), json!({"location": "file:///tmp/icegate-stranger-lake"})),
+        (("POST", "/management/v1/warehouses/{name}/adoptions"), json!({"source": "file:///tmp/icegate-stranger-lake", "namespace": ["db"], "name": "t9"})),
+        (("POST", "/management/v1/warehouses/{name}/adoptions/{id}/sync"), json!({})),
     ]
     .into_iter()
     .collect();
@@ -528,6 +531,9 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
             "/management/v1/grants/on" => format!("{path}?type=server"),
             "/management/v1/grants" if method == Method::GET => format!("{path}?role=admin"),
             "/management/v1/access-reviews/{id}/diff" => format!("{path}?against=x"),
+            "/management/v1/warehouses/{name}/source-locations" if method == Method::DELETE => {
+                format!("{path}?location=file:///tmp/icegate-stranger-lake")
+            }
             _ => path,
         };
         let needs_body = matches!(method, Method::POST | Method::PUT)

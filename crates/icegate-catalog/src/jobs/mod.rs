@@ -8,6 +8,7 @@
 //! fenced by its lease, so a worker that lost it changes nothing. Jobs read time from the injected
 //! [`Clock`](crate::clock::Clock), so their tests move a clock instead of waiting.
 
+pub mod adopt;
 pub mod expire_snapshots;
 pub mod idempotency_expiry;
 pub mod lifecycle_sweep;

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::Result;
+use crate::adoption::store::{AdoptedFile, Adoption, AdoptionRun, SourceLocation};
 use crate::idempotency::WriteContext;
 use crate::ident::NamespaceIdent;
 
@@ -331,4 +332,36 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Forgets the quarantine of tables the catalog no longer has (dropped and not restorable);
     /// how many files.
     async fn forget_quarantine_of_gone(&self, limit: i64) -> Result<u64>;
+
+    /// Registers a read-only source location of a warehouse; fails (400) when it equals, lies
+    /// inside or contains a table's or view's location (or a reservation or lease of one), and
+    /// (409) when it is registered already.
+    async fn add_source_location(
+        &self,
+        write: &WriteContext,
+        warehouse_id: &str,
+        location: &str,
+        now_ms: i64,
+    ) -> Result<SourceLocation>;
+    async fn source_locations(&self, warehouse_id: &str) -> Result<Vec<SourceLocation>>;
+    /// Removes a source location; fails (409) while an adoption reads from inside it.
+    async fn remove_source_location(&self, write: &WriteContext, warehouse_id: &str, location: &str) -> Result<bool>;
+    async fn create_adoption(&self, write: &WriteContext, adoption: &Adoption) -> Result<()>;
+    async fn adoption(&self, id: &str) -> Result<Option<Adoption>>;
+    /// A warehouse's adoptions, by id, after `after_id`.
+    async fn adoptions(&self, warehouse_id: &str, after_id: Option<&str>, limit: i64) -> Result<Vec<Adoption>>;
+    /// The files adoption added (as they were then).
+    async fn adopted_files(&self, adoption_id: &str) -> Result<Vec<AdoptedFile>>;
+    /// Records a run: its report, the files it added (and forgets those it removed from the
+    /// table), in one transaction recorded in the audit trail.
+    async fn record_adoption_run(
+        &self,
+        write: &WriteContext,
+        adoption: &Adoption,
+        run: &AdoptionRun,
+        added: &[AdoptedFile],
+        removed: &[String],
+    ) -> Result<()>;
+    /// The latest runs of an adoption, newest first.
+    async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>>;
 }
