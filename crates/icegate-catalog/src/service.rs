@@ -471,6 +471,23 @@ impl Catalog {
         Ok(locations)
     }
 
+    /// Where an adopted table's files lie outside its own locations: its adoptions' sources, as
+    /// the store records them (never what its metadata says: a writer could name any prefix
+    /// there). Read only. Asked of the store only for tables made by adoption (their metadata
+    /// carries the adoption's id); empty for the rest.
+    pub async fn read_only_locations(
+        &self,
+        result: &crate::tables::TableResult,
+    ) -> Result<crate::storage::TableLocations> {
+        let (Some(id), Some(queue)) = (&result.id, self.task_store()) else {
+            return Ok(crate::storage::TableLocations::new([]));
+        };
+        if !result.metadata_json.contains(crate::adoption::PROPERTY_ADOPTION) {
+            return Ok(crate::storage::TableLocations::new([]));
+        }
+        Ok(crate::storage::TableLocations::new(queue.adoption_sources(id.as_str()).await?))
+    }
+
     pub fn vendor(&self) -> Option<&Arc<dyn CredentialVendor>> {
         self.vendor.as_ref()
     }

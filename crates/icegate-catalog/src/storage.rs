@@ -347,6 +347,9 @@ pub struct RemoteSigningConfig {
 pub struct TableAccessRequest<'a> {
     pub warehouse: &'a Warehouse,
     pub locations: &'a TableLocations,
+    /// Where the table's adopted files lie (its adoptions' sources): read, never written,
+    /// whatever `access`.
+    pub read_only: &'a TableLocations,
     pub access: AccessLevel,
     pub delegation: Delegation,
     /// `v1/{prefix}/namespaces/{ns}/tables/{table}`, URL-encoded, no leading slash.
@@ -390,11 +393,12 @@ pub trait CredentialVendor: Send + Sync + 'static {
     /// exactly this table.
     async fn table_access(&self, request: &TableAccessRequest<'_>) -> Result<TableStorageAccess>;
     /// Signs one request for a table of `warehouse` if it stays inside `locations` and within
-    /// the `access` level.
+    /// the `access` level, or reads inside `read_only` (an adopted table's sources).
     async fn sign(
         &self,
         warehouse: &Warehouse,
         locations: &TableLocations,
+        read_only: &TableLocations,
         access: AccessLevel,
         sign: SignRequest,
     ) -> Result<SignResult>;

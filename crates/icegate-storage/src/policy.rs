@@ -38,8 +38,15 @@ pub fn escape(key: &str) -> String {
 }
 
 /// The session policy for `keys` (key prefixes of the table's directories, no trailing slash)
-/// in `bucket`, at `access`. Fails when it exceeds AWS's size limit.
-pub fn session_policy(region: &str, bucket: &str, keys: &[String], access: AccessLevel) -> Result<String> {
+/// in `bucket`, at `access`, and for `read_keys` (the sources of an adopted table's files) to
+/// read only, whatever `access`. Fails when it exceeds AWS's size limit.
+pub fn session_policy(
+    region: &str,
+    bucket: &str,
+    keys: &[String],
+    read_keys: &[String],
+    access: AccessLevel,
+) -> Result<String> {
     let partition = partition(region);
     let bucket_arn = format!("arn:{partition}:s3:::{bucket}");
     let mut actions: Vec<&str> = READ_ACTIONS.to_vec();
@@ -49,20 +56,26 @@ pub fn session_policy(region: &str, bucket: &str, keys: &[String], access: Acces
     let objects: Vec<String> = keys.iter().map(|k| format!("{bucket_arn}/{}/*", escape(k))).collect();
     // With the trailing slash: a bare `wh/ns/t1` would also list `wh/ns/t10/...`.
     let prefixes: Vec<String> =
-        keys.iter().flat_map(|k| [format!("{}/", escape(k)), format!("{}/*", escape(k))]).collect();
+        keys.iter().chain(read_keys).flat_map(|k| [format!("{}/", escape(k)), format!("{}/*", escape(k))]).collect();
+    let mut statements =
+        vec![json!({ "Sid": "TableObjects", "Effect": "Allow", "Action": actions, "Resource": objects })];
+    if !read_keys.is_empty() {
+        let sources: Vec<String> = read_keys.iter().map(|k| format!("{bucket_arn}/{}/*", escape(k))).collect();
+        statements
+            .push(json!({ "Sid": "SourceObjects", "Effect": "Allow", "Action": READ_ACTIONS, "Resource": sources }));
+    }
     let policy: Value = json!({
         "Version": "2012-10-17",
-        "Statement": [
-            { "Sid": "TableObjects", "Effect": "Allow", "Action": actions, "Resource": objects },
-            {
+        "Statement": statements.into_iter().chain([
+            json!({
                 "Sid": "ListTablePrefixes",
                 "Effect": "Allow",
                 "Action": "s3:ListBucket",
                 "Resource": bucket_arn,
                 "Condition": { "StringLike": { "s3:prefix": prefixes } }
-            },
-            { "Sid": "BucketLocation", "Effect": "Allow", "Action": "s3:GetBucketLocation", "Resource": bucket_arn }
-        ]
+            }),
+            json!({ "Sid": "BucketLocation", "Effect": "Allow", "Action": "s3:GetBucketLocation", "Resource": bucket_arn }),
+        ]).collect::<Vec<_>>()
     });
     let text = policy.to_string();
     if text.len() > MAX_POLICY_CHARS {
@@ -82,7 +95,7 @@ mod tests {
 
     fn parsed(region: &str, keys: &[&str], access: AccessLevel) -> Value {
         let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        serde_json::from_str(&session_policy(region, "lake", &keys, access).unwrap()).unwrap()
+        serde_json::from_str(&session_policy(region, "lake", &keys, &[], access).unwrap()).unwrap()
     }
 
     #[test]
@@ -109,6 +122,22 @@ mod tests {
     }
 
     #[test]
+    fn sources_are_read_only_whatever_the_level() {
+        let keys = vec!["wh/db/t".to_owned()];
+        let sources = vec!["lake/events".to_owned()];
+        let text = session_policy("us-east-1", "lake", &keys, &sources, AccessLevel::ReadWrite).unwrap();
+        let policy: Value = serde_json::from_str(&text).unwrap();
+        let source = &policy["Statement"][1];
+        assert_eq!(source["Sid"], "SourceObjects");
+        assert_eq!(source["Action"], json!(["s3:GetObject", "s3:GetObjectVersion"]));
+        assert_eq!(source["Resource"], json!(["arn:aws:s3:::lake/lake/events/*"]));
+        assert!(policy["Statement"][0]["Resource"].to_string().contains("wh/db/t/*"));
+        assert!(!policy["Statement"][0]["Resource"].to_string().contains("lake/events"), "no write on the source");
+        let list = &policy["Statement"][2]["Condition"]["StringLike"]["s3:prefix"];
+        assert_eq!(*list, json!(["wh/db/t/", "wh/db/t/*", "lake/events/", "lake/events/*"]));
+    }
+
+    #[test]
     fn wildcards_in_names_are_escaped() {
         assert_eq!(escape("a*b?c$d"), "a${*}b${?}c${$}d");
         let policy = parsed("us-east-1", &["wh/db/t*"], AccessLevel::Read);
@@ -118,7 +147,7 @@ mod tests {
     #[test]
     fn oversized_policies_fail_clearly() {
         let keys: Vec<String> = (0..20).map(|i| format!("wh/{}/t{i}", "x".repeat(100))).collect();
-        let err = session_policy("us-east-1", "lake", &keys, AccessLevel::Read).unwrap_err();
+        let err = session_policy("us-east-1", "lake", &keys, &[], AccessLevel::Read).unwrap_err();
         assert!(err.to_string().contains("over AWS's limit"), "{err}");
     }
 }

@@ -395,7 +395,7 @@ fn payload(
 /// Checks `request` against the table and signs it.
 pub(crate) fn check_and_sign(
     access: &S3Access,
-    locations: &TableLocations,
+    (locations, read_only): (&TableLocations, &TableLocations),
     level: AccessLevel,
     request: &SignRequest,
     credentials: &Credentials,
@@ -419,7 +419,10 @@ pub(crate) fn check_and_sign(
         };
         // A prefix may name the table directory itself ("wh/t/"): check it as a file below.
         let probe = if location.ends_with('/') { format!("{location}x") } else { location.clone() };
-        if !locations.contains(&probe) || touched.split('/').any(|segment| segment == "." || segment == "..") {
+        // An adopted table's sources are read, never written (whatever the caller's level).
+        let inside =
+            locations.contains(&probe) || (operation.access == AccessLevel::Read && read_only.contains(&probe));
+        if !inside || touched.split('/').any(|segment| segment == "." || segment == "..") {
             return Err(refuse(format!("{location} lies outside the table")));
         }
     }

@@ -90,6 +90,8 @@ struct CacheKey {
     max_lifetime_seconds: Option<u32>,
     access: AccessLevel,
     locations: TableLocations,
+    /// Read only, whatever `access` (an adopted table's sources).
+    read_only: TableLocations,
     /// The principal the session is for (id, name): its name is in the session's name (and,
     /// as the profile says, its tags and source identity), so each principal gets its own.
     principal: Option<(String, String)>,
@@ -180,6 +182,11 @@ fn session_name(key: &CacheKey) -> String {
         hasher.update(location.as_bytes());
         hasher.update([0]);
     }
+    hasher.update([1]);
+    for location in key.read_only.as_slice() {
+        hasher.update(location.as_bytes());
+        hasher.update([0]);
+    }
     if let Some((id, _)) = &key.principal {
         hasher.update(id.as_bytes());
     }
@@ -204,6 +211,7 @@ impl ObjectStoreIo {
             &access.profile.region,
             &access.bucket,
             &location_keys(access, &key.locations)?,
+            &location_keys(access, &key.read_only)?,
             key.access,
         )?;
         let duration = match key.max_lifetime_seconds {
@@ -330,6 +338,7 @@ impl CredentialVendor for ObjectStoreIo {
                 access: AccessLevel::Read,
                 // A location below the root: a root may be a whole bucket (`s3://lake`).
                 locations: TableLocations::new([format!("{}/.icegate-probe", warehouse.storage_root.as_str())]),
+                read_only: TableLocations::new([]),
                 principal: None,
             };
             self.assume_role(&access, &key, warehouse.name.as_str()).await.map_err(|e| {
@@ -382,6 +391,7 @@ impl CredentialVendor for ObjectStoreIo {
                         max_lifetime_seconds: warehouse.settings.credentials_max_lifetime_seconds,
                         access: request.access,
                         locations: request.locations.clone(),
+                        read_only: request.read_only.clone(),
                         principal: request.principal.map(|(id, name)| (id.to_owned(), name.to_owned())),
                     };
                     let (minted, hit) = self
@@ -421,7 +431,7 @@ impl CredentialVendor for ObjectStoreIo {
                 vended.insert("client.refresh-credentials-enabled".to_owned(), "true".to_owned());
                 config.extend(vended.clone());
                 vended.extend(client);
-                for location in request.locations.as_slice() {
+                for location in request.locations.as_slice().iter().chain(request.read_only.as_slice()) {
                     credentials.push((location.clone(), vended.clone()));
                 }
             }
@@ -450,6 +460,7 @@ impl CredentialVendor for ObjectStoreIo {
         &self,
         warehouse: &Warehouse,
         locations: &TableLocations,
+        read_only: &TableLocations,
         access: AccessLevel,
         sign: SignRequest,
     ) -> Result<SignResult> {
@@ -467,7 +478,7 @@ impl CredentialVendor for ObjectStoreIo {
         }
         let s3 = self.s3_access(warehouse).await?;
         let credentials = s3.current_credentials().await?;
-        match crate::sign::check_and_sign(&s3, locations, access, &sign, &credentials) {
+        match crate::sign::check_and_sign(&s3, (locations, read_only), access, &sign, &credentials) {
             Ok((result, operation)) => {
                 count("signed");
                 tracing::debug!(operation = operation.name, "signed a storage request");
@@ -495,6 +506,7 @@ mod tests {
             max_lifetime_seconds: None,
             access: AccessLevel::Read,
             locations: TableLocations::new([location.to_owned()]),
+            read_only: TableLocations::new([]),
             principal: None,
         }
     }

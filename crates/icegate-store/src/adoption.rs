@@ -283,6 +283,15 @@ impl SqlStore {
         self.commit_write_changed(tx, write, &table_change(adoption, detail), db_error).await
     }
 
+    pub(crate) async fn sources_of_table(&self, tabular_id: &str) -> Result<Vec<String>> {
+        let rows = sqlx::query("SELECT source FROM adoptions WHERE tabular_id = $1 ORDER BY source")
+            .bind(tabular_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(|row| row.try_get("source").map_err(db_error)).collect()
+    }
+
     pub(crate) async fn list_adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>> {
         let rows = sqlx::query(
             "SELECT id, adoption_id, started_at, finished_at, snapshot_id, report FROM adoption_runs \

@@ -417,6 +417,10 @@ impl TaskStore for SqlStore {
         self.insert_adoption_run(write, adoption, run, added, removed).await
     }
 
+    async fn adoption_sources(&self, tabular_id: &str) -> Result<Vec<String>> {
+        self.sources_of_table(tabular_id).await
+    }
+
     async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>> {
         self.list_adoption_runs(adoption_id, limit).await
     }

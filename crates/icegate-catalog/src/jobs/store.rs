@@ -362,6 +362,8 @@ pub trait TaskStore: Send + Sync + 'static {
         added: &[AdoptedFile],
         removed: &[String],
     ) -> Result<()>;
+    /// The sources of the adoptions whose table is `tabular_id` (read-only locations of its files).
+    async fn adoption_sources(&self, tabular_id: &str) -> Result<Vec<String>>;
     /// The latest runs of an adoption, newest first.
     async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>>;
 }

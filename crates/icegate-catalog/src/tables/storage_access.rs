@@ -83,11 +83,13 @@ impl Tables<'_> {
             return Ok(TableStorageAccess::default());
         }
         let locations = self.table_locations(result).await?;
+        let read_only = self.read_only_locations(result).await?;
         let table_path = request.table_path();
         let base_url = self.base_url(request.host);
         let access = TableAccessRequest {
             warehouse: &result.warehouse,
             locations: &locations,
+            read_only: &read_only,
             access: grant.level(),
             delegation: request.delegation,
             table_path: &table_path,
@@ -139,7 +141,8 @@ impl Tables<'_> {
             .clone();
         let grant = result.access.ok_or_else(|| CatalogError::Forbidden("no access to this table's files".into()))?;
         let locations = self.table_locations(&result).await?;
-        let signed = vendor.sign(&result.warehouse, &locations, grant.level(), sign).await?;
+        let read_only = self.read_only_locations(&result).await?;
+        let signed = vendor.sign(&result.warehouse, &locations, &read_only, grant.level(), sign).await?;
         ctx.note(AuditEvent::Signed {
             tabular_id: result.id.clone(),
             method: signed.operation.clone(),
