@@ -297,8 +297,27 @@ impl FileIo for ObjectStoreIo {
         within_source(root, prefix)?;
         if prefix.starts_with("file://") {
             let (root, owned) = (root.to_owned(), prefix.to_owned());
-            let (found, complete) =
-                local_io("listing", prefix, move || local::list_source(&root, &owned, max_files)).await?;
+            let listed = tokio::task::spawn_blocking(move || local::list_source(&root, &owned, max_files))
+                .await
+                .map_err(|e| CatalogError::Internal(anyhow::anyhow!("listing {prefix}: {e}")))?;
+            let (found, complete) = match listed {
+                Ok(found) => found,
+                // A link (or a file) where a directory of the source should be: never followed.
+                Err(e)
+                    if [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
+                        .iter()
+                        .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
+                {
+                    return Err(CatalogError::bad_request(format!(
+                        "{prefix} is reached through a symbolic link or is not a directory: sources are read \
+                         without following links"
+                    )));
+                }
+                Err(e) => {
+                    tracing::warn!(location = %prefix, error = %e, "local storage failed listing");
+                    return Err(CatalogError::Unavailable(format!("local storage failed listing {prefix}")));
+                }
+            };
             let files = found
                 .into_iter()
                 .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })

@@ -280,45 +280,89 @@ pub(crate) fn list_source(root: &str, location: &str, max: usize) -> std::io::Re
     walk(dir, location, max)
 }
 
-/// The regular files below the open directory `dir` (named `location`), at most `max`.
+/// Directories deeper than this below a listed location are not descended into (the listing is
+/// then incomplete): each level holds one open descriptor while its subdirectories are walked.
+const MAX_WALK_DEPTH: usize = 128;
+
+/// The regular files below the open directory `dir` (named `location`), at most `max`, in at
+/// most `max` directories (a tree of empty directories is bounded like one of files). Depth
+/// first, so open descriptors are bounded by the depth, never by how many directories wait.
 fn walk(dir: OwnedFd, location: &str, max: usize) -> std::io::Result<(Vec<ListedFile>, bool)> {
     let flags = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC;
     let mut found = Vec::new();
-    let mut pending = vec![(dir, location.trim_end_matches('/').to_owned())];
-    while let Some((dir, prefix)) = pending.pop() {
-        for entry in Dir::read_from(&dir).map_err(errno)? {
-            let entry = entry.map_err(errno)?;
-            let Ok(name) = entry.file_name().to_str() else { continue };
-            if name == "." || name == ".." {
-                continue;
-            }
-            let stat = match rustix::fs::statat(&dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(stat) => stat,
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(errno(e)),
-            };
-            match FileType::from_raw_mode(stat.st_mode) {
-                FileType::Directory => {
-                    let sub = match rustix::fs::openat(&dir, entry.file_name(), flags, Mode::empty()) {
-                        Ok(sub) => sub,
-                        Err(Errno::NOENT) => continue,
-                        Err(e) => return Err(errno(e)),
-                    };
-                    pending.push((sub, format!("{prefix}/{name}")));
-                }
-                FileType::RegularFile => {
-                    if found.len() >= max {
-                        return Ok((found, false));
-                    }
-                    let modified =
-                        stat.st_mtime.saturating_mul(1000).saturating_add(stat.st_mtime_nsec as i64 / 1_000_000);
-                    found.push((format!("{prefix}/{name}"), u64::try_from(stat.st_size).unwrap_or(0), modified));
-                }
-                _ => {}
-            }
+    let mut seen = 0usize;
+    let mut complete = true;
+    // Each level: its directory, its name, and the subdirectories still to walk.
+    let mut stack: Vec<(OwnedFd, String, Vec<std::ffi::CString>)> = Vec::new();
+    let root_name = location.trim_end_matches('/').to_owned();
+    let subdirs = read_level(&dir, &root_name, (&mut found, &mut seen), max)?;
+    let Some(subdirs) = subdirs else { return Ok((found, false)) };
+    stack.push((dir, root_name, subdirs));
+    loop {
+        let depth = stack.len();
+        let Some((dir, prefix, pending)) = stack.last_mut() else { break };
+        let Some(name) = pending.pop() else {
+            stack.pop();
+            continue;
+        };
+        if depth > MAX_WALK_DEPTH {
+            complete = false;
+            continue;
+        }
+        let sub = match rustix::fs::openat(&*dir, name.as_c_str(), flags, Mode::empty()) {
+            Ok(sub) => sub,
+            // Gone, or replaced by a link or a file since it was read: not walked.
+            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => continue,
+            Err(e) => return Err(errno(e)),
+        };
+        let sub_name = format!("{prefix}/{}", name.to_str().unwrap_or_default());
+        match read_level(&sub, &sub_name, (&mut found, &mut seen), max)? {
+            Some(subdirs) => stack.push((sub, sub_name, subdirs)),
+            None => return Ok((found, false)),
         }
     }
-    Ok((found, true))
+    Ok((found, complete))
+}
+
+/// Reads one directory: its regular files into `found`, its subdirectories' names answered
+/// (counted in `seen`); `None` once `max` files or `max` directories have been seen.
+fn read_level(
+    dir: &OwnedFd,
+    prefix: &str,
+    (found, seen): (&mut Vec<ListedFile>, &mut usize),
+    max: usize,
+) -> std::io::Result<Option<Vec<std::ffi::CString>>> {
+    let mut subdirs = Vec::new();
+    for entry in Dir::read_from(dir).map_err(errno)? {
+        let entry = entry.map_err(errno)?;
+        let Ok(name) = entry.file_name().to_str() else { continue };
+        if name == "." || name == ".." {
+            continue;
+        }
+        let stat = match rustix::fs::statat(dir, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::NOENT) => continue,
+            Err(e) => return Err(errno(e)),
+        };
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                if *seen >= max {
+                    return Ok(None);
+                }
+                *seen += 1;
+                subdirs.push(entry.file_name().to_owned());
+            }
+            FileType::RegularFile => {
+                if found.len() >= max {
+                    return Ok(None);
+                }
+                let modified = stat.st_mtime.saturating_mul(1000).saturating_add(stat.st_mtime_nsec as i64 / 1_000_000);
+                found.push((format!("{prefix}/{name}"), u64::try_from(stat.st_size).unwrap_or(0), modified));
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(subdirs))
 }
 
 #[cfg(test)]
@@ -370,5 +414,34 @@ mod tests {
         delete(&root_url, &at("ns/t/metadata/00002.metadata.json")).unwrap();
         assert!(matches!(read(&root_url, &at("ns/t/metadata/00002.metadata.json"), 1 << 20).unwrap(), Found::Missing));
         assert!(components(&root_url, &at("ns/../x")).is_err());
+    }
+
+    #[test]
+    fn a_walk_holds_descriptors_for_its_depth_only_and_bounds_directories() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("src");
+        // More sibling directories than this process may hold descriptors (20,000 here): a walk
+        // that opened every pending directory at once ran out of them.
+        for i in 0..25_000 {
+            std::fs::create_dir_all(root.join(format!("d{i}"))).unwrap();
+        }
+        std::fs::write(root.join("d7/f.parquet"), b"x").unwrap();
+        let url = format!("file://{}", root.display());
+        let (found, complete) = list_source(&url, &url, 100_000).unwrap();
+        assert!(complete);
+        assert_eq!(found.iter().map(|f| f.0.clone()).collect::<Vec<_>>(), [format!("{url}/d7/f.parquet")]);
+        // Directories count against the bound like files.
+        let (_, complete) = list_source(&url, &url, 1_000).unwrap();
+        assert!(!complete, "25,000 directories are more than 1,000");
+        // Deeper than the walk descends: not listed, and the listing says it is incomplete.
+        let mut deep = base.path().join("deep");
+        for i in 0..MAX_WALK_DEPTH + 5 {
+            deep = deep.join(format!("l{i}"));
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::write(deep.join("f.parquet"), b"x").unwrap();
+        let deep_url = format!("file://{}", base.path().join("deep").display());
+        let (found, complete) = list_source(&deep_url, &deep_url, 100_000).unwrap();
+        assert!(found.is_empty() && !complete);
     }
 }

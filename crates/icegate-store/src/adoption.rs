@@ -60,6 +60,7 @@ impl SqlStore {
         // Under the warehouse's lock, which creates and moves of tables take for their own
         // overlap checks: no table can come to lie inside (or around) the source meanwhile.
         let id = WarehouseId::new(warehouse_id);
+        crate::warehouses::check_source_free(self, &mut tx, warehouse_id, location).await?;
         crate::locations::lock_warehouse(self, &mut tx, &id).await?;
         crate::locations::check_overlap(
             &mut tx,
@@ -178,6 +179,24 @@ impl SqlStore {
         self.commit_write_changed(tx, write, &table_change(adoption, detail), db_error).await
     }
 
+    pub(crate) async fn delete_pending_adoption(&self, write: &WriteContext, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query("SELECT warehouse_id, namespace, name FROM adoptions WHERE id = $1 AND tabular_id = ''")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let Some(row) = row else { return Ok(()) };
+        sqlx::query("DELETE FROM adoptions WHERE id = $1 AND tabular_id = ''")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
+        let warehouse_id: String = row.try_get("warehouse_id").map_err(db_error)?;
+        let detail = json!({ "adoption-abandoned": id, "reason": "its first run failed before it made a table" });
+        self.commit_write_changed(tx, write, &warehouse_change(&warehouse_id, detail), db_error).await
+    }
+
     pub(crate) async fn find_adoption(&self, id: &str) -> Result<Option<Adoption>> {
         let sql = format!("SELECT {ADOPTION_COLUMNS} FROM adoptions WHERE id = $1");
         let row = sqlx::query(AssertSqlSafe(sql)).bind(id).fetch_optional(&self.pool).await.map_err(db_error)?;
@@ -235,6 +254,13 @@ impl SqlStore {
         removed: &[String],
     ) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        // A pending adoption's first run names the table it made.
+        sqlx::query("UPDATE adoptions SET tabular_id = $1 WHERE id = $2 AND tabular_id = ''")
+            .bind(&adoption.tabular_id)
+            .bind(&adoption.id)
+            .execute(&mut *tx)
+            .await
+            .map_err(db_error)?;
         for file in added {
             sqlx::query(
                 "INSERT INTO adoption_files (adoption_id, location, size, etag, modified_at, snapshot_id) \

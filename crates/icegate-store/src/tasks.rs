@@ -394,6 +394,10 @@ impl TaskStore for SqlStore {
         self.insert_adoption(write, adoption).await
     }
 
+    async fn forget_pending_adoption(&self, write: &WriteContext, id: &str) -> Result<()> {
+        self.delete_pending_adoption(write, id).await
+    }
+
     async fn adoption(&self, id: &str) -> Result<Option<Adoption>> {
         self.find_adoption(id).await
     }

@@ -100,6 +100,67 @@ async fn check_root_free(
             "storage root {root} overlaps the storage root of warehouse {other}: warehouses may not share storage"
         )));
     }
+    // Nor another warehouse's source locations (its adopted tables' credentials read them).
+    if let Some(other) = overlapping(conn, (Storage::Sources, ""), root.as_str()).await? {
+        return Err(CatalogError::bad_request(format!(
+            "storage root {root} overlaps a source location of warehouse {other}: warehouses may not share storage"
+        )));
+    }
+    Ok(())
+}
+
+/// What [`overlapping`] looks at: warehouses' storage roots, or their source locations.
+#[derive(Clone, Copy)]
+enum Storage {
+    Roots,
+    Sources,
+}
+
+/// The name of a warehouse other than the one with id `except` whose storage root (or one of
+/// whose source locations) equals, lies inside or contains `location`.
+async fn overlapping(
+    conn: &mut sqlx::AnyConnection,
+    (storage, except): (Storage, &str),
+    location: &str,
+) -> Result<Option<String>, CatalogError> {
+    let (from, column) = match storage {
+        Storage::Roots => ("warehouses w", "w.storage_root"),
+        Storage::Sources => ("source_locations s JOIN warehouses w ON w.id = s.warehouse_id", "s.location"),
+    };
+    let candidates = root_and_ancestors(location);
+    // Every value is a bind parameter; descendants are the byte range ("<x>/", "<x>0").
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 3)).collect();
+    let sql = format!(
+        "SELECT w.name AS name FROM {from} WHERE w.id <> $1 AND {column} IN ({}) \
+         UNION ALL SELECT w.name AS name FROM {from} WHERE w.id <> $1 AND {column} > $2 || '/' AND {column} < $2 || '0' \
+         LIMIT 1",
+        placeholders.join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(except).bind(location);
+    for candidate in &candidates {
+        query = query.bind(candidate.as_str());
+    }
+    match query.fetch_optional(&mut *conn).await.map_err(db_error)? {
+        Some(row) => Ok(Some(row.try_get("name").map_err(db_error)?)),
+        None => Ok(None),
+    }
+}
+
+/// Fails when `location`, a source location of warehouse `warehouse_id`, equals, lies inside or
+/// contains another warehouse's storage root (under the lock warehouse creation takes, which
+/// checks the other way round).
+pub(crate) async fn check_source_free(
+    store: &SqlStore,
+    tx: &mut crate::WriteTx,
+    warehouse_id: &str,
+    location: &str,
+) -> Result<(), CatalogError> {
+    lock_roots(store, tx).await?;
+    if let Some(other) = overlapping(&mut *tx, (Storage::Roots, warehouse_id), location).await? {
+        return Err(CatalogError::Forbidden(format!(
+            "source location {location} overlaps the storage of warehouse {other}"
+        )));
+    }
     Ok(())
 }
 

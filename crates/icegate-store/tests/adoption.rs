@@ -139,17 +139,36 @@ async fn sources_adoptions_and_runs(db: TestDatabase) {
     assert_eq!(runs[1].report, json!({ "files-added": 100 }));
     assert_eq!(tasks.adoption_runs(&adoption.id, 1).await.unwrap().len(), 1);
 
+    // A pending adoption (its first run not yet committed) holds its source too; recording its
+    // first run names its table; a failed one is forgotten, a made one never.
+    let pending = Adoption {
+        id: "01a24000-0000-7000-8000-000000000002".into(),
+        tabular_id: String::new(),
+        source: "file:///w/landing/feed".into(),
+        ..adoption.clone()
+    };
+    tasks.create_adoption(&write, &pending).await.unwrap();
+    let held = tasks.remove_source_location(&write, wh.as_str(), "file:///w/landing").await;
+    assert!(matches!(held, Err(CatalogError::Conflict(_))), "{held:?}");
+    tasks.forget_pending_adoption(&write, &pending.id).await.unwrap();
+    assert_eq!(tasks.adoption(&pending.id).await.unwrap(), None);
+    tasks.create_adoption(&write, &pending).await.unwrap();
+    let made = Adoption { tabular_id: table.as_str().into(), ..pending.clone() };
+    tasks.record_adoption_run(&write, &made, &run("r3", 300, Some(3)), &[], &[]).await.unwrap();
+    tasks.forget_pending_adoption(&write, &pending.id).await.unwrap();
+    assert_eq!(tasks.adoption(&pending.id).await.unwrap().unwrap().tabular_id, table.as_str());
+    let sources = tasks.adoption_sources(table.as_str()).await.unwrap();
+    assert_eq!(sources, ["file:///lake/events/2026", "file:///w/landing/feed"]);
+
     // The source location an adoption reads from stays; an unused one goes.
     let in_use = tasks.remove_source_location(&write, wh.as_str(), "file:///lake/events").await;
     assert!(matches!(in_use, Err(CatalogError::Conflict(ref m)) if m.contains(&adoption.id)), "{in_use:?}");
-    assert!(tasks.remove_source_location(&write, wh.as_str(), "file:///w/landing").await.unwrap());
-    assert!(!tasks.remove_source_location(&write, wh.as_str(), "file:///w/landing").await.unwrap());
+    tasks.add_source_location(&write, wh.as_str(), "file:///w/spare", 4).await.unwrap();
+    assert!(tasks.remove_source_location(&write, wh.as_str(), "file:///w/spare").await.unwrap());
+    assert!(!tasks.remove_source_location(&write, wh.as_str(), "file:///w/spare").await.unwrap());
     // Gone, it no longer keeps tables out.
     store
-        .create_tabular(
-            &write,
-            &create(&wh, &db_ns, "f", "file:///w/landing", &[], "file:///w/landing/metadata/0.json"),
-        )
+        .create_tabular(&write, &create(&wh, &db_ns, "f", "file:///w/spare", &[], "file:///w/spare/metadata/0.json"))
         .await
         .unwrap();
 }

@@ -23,6 +23,171 @@ const MAGIC: &[u8; 4] = b"PAR1";
 /// The first read from a file's end: most footers fit, so most files take one request.
 const FIRST_READ: u64 = 64 * 1024;
 
+/// The most levels of nesting a file's schema may have (the root is one).
+const MAX_SCHEMA_DEPTH: usize = 64;
+/// The most schema elements (columns and groups) a file may have.
+const MAX_SCHEMA_ELEMENTS: usize = 10_000;
+/// How deep a Thrift value is skipped at most (Parquet's own reader stops at 64 too).
+const MAX_SKIP_DEPTH: u8 = 64;
+
+/// Thrift compact protocol, read only as far as a footer's schema: no recursion deeper than
+/// `MAX_SKIP_DEPTH`, and every step consumes input, so the work is bounded by the footer's size.
+struct Compact<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl Compact<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.buf.get(self.at)?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn varint(&mut self) -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..70).step_by(7) {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f).checked_shl(shift)?;
+            if b & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    }
+
+    fn zigzag(&mut self) -> Option<i64> {
+        let v = self.varint()?;
+        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn advance(&mut self, n: u64) -> Option<()> {
+        let n = usize::try_from(n).ok()?;
+        (self.buf.len() - self.at >= n).then(|| self.at += n)
+    }
+
+    /// A field header: `None` at the struct's end; its id (absolute) and type.
+    fn field(&mut self, last: &mut i64) -> Option<Option<(i64, u8)>> {
+        let header = self.byte()?;
+        if header == 0 {
+            return Some(None);
+        }
+        let delta = i64::from(header >> 4);
+        *last = if delta == 0 { self.zigzag()? } else { *last + delta };
+        Some(Some((*last, header & 0x0f)))
+    }
+
+    fn list_header(&mut self) -> Option<(u64, u8)> {
+        let header = self.byte()?;
+        let size = match header >> 4 {
+            15 => self.varint()?,
+            small => u64::from(small),
+        };
+        Some((size, header & 0x0f))
+    }
+
+    fn skip(&mut self, kind: u8, depth: u8) -> Option<()> {
+        let depth = depth.checked_sub(1)?;
+        match kind {
+            1 | 2 => Some(()),
+            3 => self.advance(1),
+            4..=6 => self.varint().map(|_| ()),
+            7 => self.advance(8),
+            8 => {
+                let n = self.varint()?;
+                self.advance(n)
+            }
+            9 | 10 => {
+                let (size, elem) = self.list_header()?;
+                for _ in 0..size {
+                    match elem {
+                        // Booleans in a list take a byte each.
+                        1 | 2 => self.advance(1)?,
+                        other => self.skip(other, depth)?,
+                    }
+                }
+                Some(())
+            }
+            11 => {
+                let size = self.varint()?;
+                if size == 0 {
+                    return Some(());
+                }
+                let kinds = self.byte()?;
+                for _ in 0..size {
+                    for kind in [kinds >> 4, kinds & 0x0f] {
+                        match kind {
+                            1 | 2 => self.advance(1)?,
+                            other => self.skip(other, depth)?,
+                        }
+                    }
+                }
+                Some(())
+            }
+            12 => {
+                let mut last = 0;
+                while let Some((_, kind)) = self.field(&mut last)? {
+                    self.skip(kind, depth)?;
+                }
+                Some(())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// How many elements a footer's schema has and how deep it nests, read from the Thrift of
+/// `FileMetaData` without building anything.
+fn schema_shape(footer: &[u8]) -> std::result::Result<(usize, usize), String> {
+    let bad = || "malformed Thrift".to_owned();
+    let mut reader = Compact { buf: footer, at: 0 };
+    let mut last = 0;
+    let children: Vec<i64> = loop {
+        let Some((id, kind)) = reader.field(&mut last).ok_or_else(bad)? else {
+            return Err("no schema".into());
+        };
+        if id != 2 || kind != 9 {
+            reader.skip(kind, MAX_SKIP_DEPTH).ok_or_else(bad)?;
+            continue;
+        }
+        let (size, elem) = reader.list_header().ok_or_else(bad)?;
+        if elem != 12 {
+            return Err(bad());
+        }
+        let mut children = Vec::new();
+        for _ in 0..size {
+            if children.len() > MAX_SCHEMA_ELEMENTS {
+                break;
+            }
+            let (mut last, mut count) = (0, 0);
+            while let Some((id, kind)) = reader.field(&mut last).ok_or_else(bad)? {
+                if id == 5 && kind == 5 {
+                    count = reader.zigzag().ok_or_else(bad)?;
+                } else {
+                    reader.skip(kind, MAX_SKIP_DEPTH).ok_or_else(bad)?;
+                }
+            }
+            children.push(count);
+        }
+        break children;
+    };
+    // The elements are the tree in depth-first order, each group followed by its children.
+    let (mut open, mut depth): (Vec<i64>, usize) = (Vec::new(), 0);
+    for count in &children {
+        if let Some(remaining) = open.last_mut() {
+            *remaining -= 1;
+        }
+        if *count > 0 {
+            open.push(*count);
+            depth = depth.max(open.len());
+        }
+        while open.last().is_some_and(|r| *r <= 0) {
+            open.pop();
+        }
+    }
+    Ok((children.len(), depth))
+}
+
 /// What one file's footer says.
 #[derive(Debug, Clone)]
 pub struct Footer {
@@ -98,13 +263,31 @@ pub async fn read(
             Err(other) => return Err(other),
         };
     }
-    let end = tail.len() - 8;
-    let start = end - length as usize;
-    let metadata = match ParquetMetaDataReader::decode_metadata(&tail[start..end]) {
-        Ok(metadata) => metadata,
-        Err(e) => return Ok(Err(Skip(format!("the Parquet footer does not decode: {e}")))),
-    };
-    Ok(summarise(&metadata))
+    // Decoding takes CPU in proportion to the footer (up to `max_footer_bytes`): off the async
+    // workers, so a run over wide files never stalls the server's requests.
+    let footer = tail.slice(tail.len() - 8 - length as usize..tail.len() - 8);
+    tokio::task::spawn_blocking(move || decode(&footer))
+        .await
+        .map_err(|e| CatalogError::Internal(anyhow::anyhow!("decoding a Parquet footer: {e}")))
+}
+
+/// Decodes a footer (the Thrift between the data and the footer's length) and summarises it.
+fn decode(footer: &[u8]) -> std::result::Result<Footer, Skip> {
+    // The schema's shape first, without recursion: decoding builds its tree recursively, and
+    // a footer nesting thousands of levels would take the thread's stack.
+    match schema_shape(footer) {
+        Ok((elements, depth)) if elements <= MAX_SCHEMA_ELEMENTS && depth <= MAX_SCHEMA_DEPTH => {}
+        Ok((elements, depth)) => {
+            return Err(Skip(format!(
+                "a schema of {elements} elements nested {depth} levels deep (at most {MAX_SCHEMA_ELEMENTS} \
+                 elements, {MAX_SCHEMA_DEPTH} levels)"
+            )));
+        }
+        Err(why) => return Err(Skip(format!("the Parquet footer does not decode: {why}"))),
+    }
+    let metadata = ParquetMetaDataReader::decode_metadata(footer)
+        .map_err(|e| Skip(format!("the Parquet footer does not decode: {e}")))?;
+    summarise(&metadata)
 }
 
 fn summarise(metadata: &parquet::file::metadata::ParquetMetaData) -> std::result::Result<Footer, Skip> {
@@ -221,6 +404,37 @@ fn bounds(data_type: &DataType, statistics: &Statistics) -> (Option<Datum>, Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn footer_of(table: &arrow_schema::Schema) -> Vec<u8> {
+        let descriptor = parquet::arrow::ArrowSchemaConverter::new().convert(table).unwrap();
+        let mut buffer = Vec::new();
+        let props = std::sync::Arc::new(parquet::file::properties::WriterProperties::builder().build());
+        let writer =
+            parquet::file::writer::SerializedFileWriter::new(&mut buffer, descriptor.root_schema_ptr(), props).unwrap();
+        writer.close().unwrap();
+        let length = u32::from_le_bytes(buffer[buffer.len() - 8..buffer.len() - 4].try_into().unwrap()) as usize;
+        buffer[buffer.len() - 8 - length..buffer.len() - 8].to_vec()
+    }
+
+    #[test]
+    fn the_schema_shape_is_read_without_building_it() {
+        use arrow_schema::{Field, Schema};
+        let flat = Schema::new(vec![Field::new("a", DataType::Int64, true), Field::new("b", DataType::Utf8, true)]);
+        assert_eq!(schema_shape(&footer_of(&flat)).unwrap(), (3, 1));
+        // Structs inside structs: one more level each.
+        let mut field = Field::new("leaf", DataType::Int32, true);
+        for i in 0..10 {
+            field = Field::new(format!("s{i}"), DataType::Struct(vec![field].into()), true);
+        }
+        let nested = Schema::new(vec![field]);
+        assert_eq!(schema_shape(&footer_of(&nested)).unwrap(), (12, 11));
+        // Truncated or garbage input is refused, never a panic.
+        let bytes = footer_of(&nested);
+        for cut in 0..bytes.len() {
+            let _ = schema_shape(&bytes[..cut]);
+        }
+        assert!(schema_shape(&[0xff; 64]).is_err());
+    }
 
     #[test]
     fn bounds_are_kept_only_when_exact_and_of_their_type() {

@@ -270,17 +270,7 @@ impl Adoptions<'_> {
                 "source location {location} contains the warehouse's storage root {root}"
             )));
         }
-        for other in self.store().list_warehouses(None).await? {
-            if other.id == warehouse.id {
-                continue;
-            }
-            let theirs = other.storage_root.as_str();
-            if within(theirs, location) || within(location, theirs) {
-                return Err(CatalogError::Forbidden(format!(
-                    "source location {location} overlaps the storage of another warehouse"
-                )));
-            }
-        }
+        self.check_other_warehouses(warehouse, location).await?;
         if location.starts_with("file://") && !within(root, location) {
             ctx.require(&Target::Server, Privilege::Admin, || {
                 CatalogError::Forbidden(
@@ -288,6 +278,19 @@ impl Adoptions<'_> {
                 )
             })
             .await?;
+        }
+        Ok(())
+    }
+
+    /// Fails when `location` equals, lies inside or contains another warehouse's storage root.
+    async fn check_other_warehouses(&self, warehouse: &Warehouse, location: &str) -> Result<()> {
+        for other in self.store().list_warehouses(None).await? {
+            let theirs = other.storage_root.as_str();
+            if other.id != warehouse.id && (within(theirs, location) || within(location, theirs)) {
+                return Err(CatalogError::Forbidden(format!(
+                    "{location} overlaps the storage of another warehouse: it is not adopted"
+                )));
+            }
         }
         Ok(())
     }
@@ -332,6 +335,9 @@ impl Adoptions<'_> {
         let source = normal_location(&request.source)?;
         let table = TableIdent::new(request.namespace.clone(), &request.name)?;
         let root = match self.root_of(&warehouse, &source).await? {
+            // A source inside the storage root is read from the root down, each directory
+            // opened without following a link: a link planted there reaches nothing outside.
+            Some(root) if within(warehouse.storage_root.as_str(), &root) => warehouse.storage_root.as_str().to_owned(),
             Some(root) => root,
             None if within(warehouse.storage_root.as_str(), &source) && source != warehouse.storage_root.as_str() => {
                 // Inside the storage root: registered as a source first (the store refuses it if
@@ -341,7 +347,7 @@ impl Adoptions<'_> {
                         .add_source_location(&ctx.write(), warehouse.id.as_str(), &source, self.clock().now_ms())
                         .await?;
                 }
-                source.clone()
+                warehouse.storage_root.as_str().to_owned()
             }
             None => {
                 return Err(CatalogError::Forbidden(format!(
@@ -399,27 +405,55 @@ impl Adoptions<'_> {
         let listed =
             self.files().list_source(&warehouse, &spec.root, &spec.source, self.adoption_defaults().max_files).await?;
         if listed.files.len() > self.adoption_defaults().inline_files {
-            let task = self.queue_run(&warehouse, &spec, self.clock().now_ms(), "a large first adoption run").await?;
+            let pending = Adoption {
+                id: spec.adoption_id.clone(),
+                warehouse_id: warehouse.id.as_str().to_owned(),
+                tabular_id: String::new(),
+                namespace: table.namespace.clone(),
+                name: table.name.clone(),
+                source: spec.source.clone(),
+                settings: json!({ "settings": spec.settings, "root": spec.root }),
+                mode: request.mode,
+                created_at_ms: self.clock().now_ms(),
+                created_by: spec.created_by.clone(),
+            };
+            queue.create_adoption(&ctx.write(), &pending).await?;
+            let task =
+                self.queue_run(&warehouse, &spec, self.clock().now_ms(), "a large first adoption run", false).await?;
             return Ok(Outcome::Queued { adoption_id: spec.adoption_id, task_id: task });
         }
         Ok(Outcome::Done(self.run_and_record(ctx, &warehouse, spec).await?))
     }
 
-    async fn queue_run(&self, warehouse: &Warehouse, spec: &RunSpec, due_ms: i64, why: &str) -> Result<String> {
+    /// Queues a run of `spec` due at `due_ms`. `next`: the next scheduled re-sync, queued from
+    /// within the run before it (a scheduled run holds that key while it runs, and runs once
+    /// more, then); otherwise a run already queued or running refuses this one.
+    async fn queue_run(
+        &self,
+        warehouse: &Warehouse,
+        spec: &RunSpec,
+        due_ms: i64,
+        why: &str,
+        next: bool,
+    ) -> Result<String> {
         let queue = self.queue()?;
         let reason = format!("{why}: adoption {} of {}", spec.adoption_id, spec.source);
         let params = serde_json::to_value(spec).map_err(|e| CatalogError::Internal(e.into()))?;
         let task = NewTask {
             warehouse_id: Some(warehouse.id.as_str().to_owned()),
             tabular_id: spec.tabular_id.clone(),
-            dedupe_key: Some(format!("{SYNC_KIND}:{}", spec.adoption_id)),
+            // One run asked for, and one scheduled, at a time (a scheduled run that is running
+            // runs once more, at the next one's time).
+            dedupe_key: Some(format!("{SYNC_KIND}{}:{}", if next { "-next" } else { "" }, spec.adoption_id)),
             params,
             not_before_ms: due_ms,
-            rerun_if_running: false,
+            rerun_if_running: next,
             ..NewTask::new(SYNC_KIND, &reason, due_ms)
         };
         match queue.enqueue(&task, self.clock().now_ms()).await? {
             Some(record) => Ok(record.id),
+            // Held by a run queued or running: it keeps the turn (a running one runs once more).
+            None if next => Ok(String::new()),
             None => Err(CatalogError::Conflict(format!(
                 "a run of adoption {} is queued or running already",
                 spec.adoption_id
@@ -479,7 +513,8 @@ impl Adoptions<'_> {
             settings,
             mode: adoption.mode.as_str().to_owned(),
             properties: HashMap::new(),
-            tabular_id: Some(adoption.tabular_id.clone()),
+            // Empty while its first run has not committed (pending).
+            tabular_id: Some(adoption.tabular_id.clone()).filter(|id| !id.is_empty()),
             created_by: adoption.created_by.clone(),
         })
     }
@@ -494,13 +529,12 @@ impl Adoptions<'_> {
     ) -> Result<Value> {
         let queue = self.queue()?.clone();
         let started = self.clock().now_ms();
-        let done = self.run(ctx, warehouse, &spec, false).await?;
-        let namespace = NamespaceIdent::from_levels(spec.namespace.clone())?;
-        let adoption = Adoption {
+        let timer = std::time::Instant::now();
+        let mut adoption = Adoption {
             id: spec.adoption_id.clone(),
             warehouse_id: warehouse.id.as_str().to_owned(),
-            tabular_id: done.tabular_id.clone().or(spec.tabular_id.clone()).unwrap_or_default(),
-            namespace,
+            tabular_id: spec.tabular_id.clone().unwrap_or_default(),
+            namespace: NamespaceIdent::from_levels(spec.namespace.clone())?,
             name: spec.name.clone(),
             source: spec.source.clone(),
             settings: json!({ "settings": spec.settings, "root": spec.root }),
@@ -508,8 +542,24 @@ impl Adoptions<'_> {
             created_at_ms: started,
             created_by: spec.created_by.clone(),
         };
-        if spec.tabular_id.is_none() {
+        // The adoption is recorded before its first commit: from then on its source location
+        // cannot be removed (and a table placed over it) while the table references its files.
+        let first = spec.tabular_id.is_none();
+        if first && queue.adoption(&adoption.id).await?.is_none() {
             queue.create_adoption(&ctx.write(), &adoption).await?;
+        }
+        let mut done = match self.run(ctx, warehouse, &spec, false).await {
+            Ok(done) => done,
+            Err(err) => {
+                if first && !matches!(err, CatalogError::CommitStateUnknown(_)) {
+                    self.forget_if_tableless(ctx, warehouse, &adoption).await;
+                }
+                return Err(err);
+            }
+        };
+        done.report["elapsed-ms"] = json!(u64::try_from(timer.elapsed().as_millis()).unwrap_or(u64::MAX));
+        if let Some(id) = &done.tabular_id {
+            adoption.tabular_id = id.clone();
         }
         let run = AdoptionRun {
             id: uuid::Uuid::now_v7().to_string(),
@@ -523,8 +573,9 @@ impl Adoptions<'_> {
         if adoption.mode == AdoptionMode::Continuous && !done.table_gone {
             let next = RunSpec { tabular_id: Some(adoption.tabular_id.clone()), ..spec };
             let due = self.clock().now_ms().saturating_add(next.settings.sync_interval_ms);
-            // A sync already queued (or this run's own task, still running) keeps its turn.
-            let _ = self.queue_run(warehouse, &next, due, "the continuous adoption's scheduled re-sync").await;
+            // A sync already queued keeps its turn (due no later than this); this run's own
+            // task, still running, runs once more then.
+            self.queue_run(warehouse, &next, due, "the continuous adoption's scheduled re-sync", true).await?;
         }
         let mut report = done.report;
         report["id"] = json!(adoption.id);
@@ -532,20 +583,45 @@ impl Adoptions<'_> {
         Ok(report)
     }
 
+    /// Forgets the pending record of a first run that failed, unless its table exists after
+    /// all (made by an earlier attempt: the next attempt takes it up).
+    async fn forget_if_tableless(&self, ctx: &RequestContext, warehouse: &Warehouse, adoption: &Adoption) {
+        let Ok(table) = TableIdent::new(adoption.namespace.clone(), &adoption.name) else { return };
+        match self.tables().load(ctx, &warehouse.id, &table, SnapshotMode::Refs).await {
+            Err(CatalogError::NotFound { .. }) => {}
+            Ok(loaded) if !made_by(&loaded.metadata_json, &adoption.id) => {}
+            _ => return,
+        }
+        if let Ok(queue) = self.queue()
+            && let Err(e) = queue.forget_pending_adoption(&ctx.write(), &adoption.id).await
+        {
+            tracing::warn!(adoption = %adoption.id, error = %e, "could not forget a failed adoption's record");
+        }
+    }
+
     /// One run: inventory, footers, schema, partitions, manifests, commit (unless `dry_run`).
     async fn run(&self, ctx: &RequestContext, warehouse: &Warehouse, spec: &RunSpec, dry_run: bool) -> Result<RunDone> {
         let table = TableIdent::new(NamespaceIdent::from_levels(spec.namespace.clone())?, &spec.name)?;
+        // Checked at every run, not only at registration: no file of another warehouse is ever
+        // adopted (and so read through this one's credentials), whenever that one was made.
+        self.check_other_warehouses(warehouse, &spec.source).await?;
         for _ in 0..MAX_COMMIT_TRIES {
-            let existing = match &spec.tabular_id {
-                None => None,
-                Some(id) => match self.tables().load(ctx, &warehouse.id, &table, SnapshotMode::All).await {
-                    Ok(loaded) if loaded.id.as_ref().map(|i| i.as_str()) == Some(id.as_str()) => Some(loaded),
-                    Ok(_) | Err(CatalogError::NotFound { .. }) => {
+            let existing =
+                match (&spec.tabular_id, self.tables().load(ctx, &warehouse.id, &table, SnapshotMode::All).await) {
+                    (Some(id), Ok(loaded)) if loaded.id.as_ref().map(|i| i.as_str()) == Some(id.as_str()) => {
+                        Some(loaded)
+                    }
+                    (Some(_), Ok(_) | Err(CatalogError::NotFound { .. })) => {
                         return Ok(RunDone::gone(format!("table {table} is gone (dropped or replaced)")));
                     }
-                    Err(other) => return Err(other),
-                },
-            };
+                    (None, Err(CatalogError::NotFound { .. })) => None,
+                    // A first run that committed and was cut short before it was recorded (a worker
+                    // killed): its table, made by this adoption, is taken up where it was.
+                    (None, Ok(loaded)) if made_by(&loaded.metadata_json, &spec.adoption_id) && !dry_run => Some(loaded),
+                    (None, Ok(_)) => return Err(CatalogError::AlreadyExists(format!("Table already exists: {table}"))),
+                    (_, Err(other)) => return Err(other),
+                };
+            let tabular_id = existing.as_ref().and_then(|l| l.id.as_ref()).map(|id| id.as_str().to_owned());
             let metadata: Option<TableMetadata> = existing
                 .as_ref()
                 .map(|l| serde_json::from_str(&l.metadata_json))
@@ -643,7 +719,7 @@ impl Adoptions<'_> {
                 return Ok(RunDone {
                     report,
                     snapshot_id: None,
-                    tabular_id: None,
+                    tabular_id,
                     added: Vec::new(),
                     removed: Vec::new(),
                     table_gone: false,
@@ -1048,6 +1124,17 @@ impl RunDone {
     }
 }
 
+/// Whether a table's metadata names `adoption` as the adoption that made it.
+fn made_by(metadata_json: &str, adoption: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Properties {
+        #[serde(default)]
+        properties: HashMap<String, String>,
+    }
+    serde_json::from_str::<Properties>(metadata_json)
+        .is_ok_and(|m| m.properties.get(PROPERTY_ADOPTION).is_some_and(|id| id == adoption))
+}
+
 /// A snapshot id no snapshot of the table has (positive, random).
 fn new_snapshot_id(metadata: Option<&TableMetadata>) -> i64 {
     loop {
@@ -1340,4 +1427,86 @@ fn data_file(
         .split_offsets(Some(candidate.footer.split_offsets.clone()))
         .build()
         .map_err(|e| CatalogError::Internal(anyhow::anyhow!("a data file entry: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_files_follow_the_hadoop_convention() {
+        for hidden_path in ["_SUCCESS", "_temporary/0/part.parquet", "dt=1/.part-0.parquet.crc", "dt=1/_committed_1"] {
+            assert!(hidden(hidden_path), "{hidden_path}");
+        }
+        for data in ["part-0.parquet", "dt=2026-11-01/region=eu/part-0", "a_b/c.parquet"] {
+            assert!(!hidden(data), "{data}");
+        }
+    }
+
+    #[test]
+    fn within_is_by_whole_segments() {
+        assert!(within("s3://b/raw", "s3://b/raw"));
+        assert!(within("s3://b/raw", "s3://b/raw/events"));
+        assert!(!within("s3://b/raw", "s3://b/raw-2/events"));
+        assert!(!within("s3://b/raw/events", "s3://b/raw"));
+        assert_eq!(normal_location("s3://lake/raw/").unwrap(), "s3://lake/raw");
+        for bad in ["s3://lake/raw/../x", "file://relative", "file:///a//b", "gs://lake/x", "s3://lake/raw/./x"] {
+            assert!(normal_location(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_file_changed_in_place_is_told_by_size_etag_or_mtime() {
+        let held = manifests::LiveFile { size: 10, records: 1, manifest: "m".into() };
+        let listed = |size, etag: &str, modified_ms| ListedFile {
+            location: "s3://b/raw/f".into(),
+            size,
+            modified_ms,
+            etag: etag.into(),
+        };
+        let was = |etag: &str, modified_ms| AdoptedFile {
+            location: "s3://b/raw/f".into(),
+            size: 10,
+            etag: etag.into(),
+            modified_ms,
+            snapshot_id: 1,
+        };
+        assert!(!changed_since(&held, Some(&was("e1", 5)), &listed(10, "e1", 9)), "S3: the ETag decides");
+        assert!(changed_since(&held, Some(&was("e1", 5)), &listed(10, "e2", 5)));
+        assert!(changed_since(&held, None, &listed(11, "", 5)), "the manifest's size, without a record");
+        assert!(!changed_since(&held, Some(&was("", 5)), &listed(10, "", 5)));
+        assert!(changed_since(&held, Some(&was("", 5)), &listed(10, "", 6)), "local: the mtime decides");
+    }
+
+    #[test]
+    fn a_snapshot_summarises_what_it_added_and_removed() {
+        let before = Summary {
+            operation: Operation::Append,
+            additional_properties: HashMap::from([
+                ("total-data-files".to_owned(), "10".to_owned()),
+                ("total-records".to_owned(), "100".to_owned()),
+                ("total-files-size".to_owned(), "1000".to_owned()),
+            ]),
+        };
+        let parts = |added, removed| SnapshotParts {
+            id: 2,
+            parent: Some(1),
+            sequence_number: 2,
+            at_ms: 0,
+            manifest_list: "s3://b/wh/t/metadata/snap.avro",
+            schema_id: 0,
+            added,
+            removed,
+            before: Some(before.clone()),
+            adoption: "a",
+        };
+        let append = snapshot(parts((2, 20, 200), (0, 0, 0)));
+        assert_eq!(append.summary().operation, Operation::Append);
+        assert_eq!(append.summary().additional_properties["total-records"], "120");
+        let delete = snapshot(parts((0, 0, 0), (1, 10, 100)));
+        assert_eq!(delete.summary().operation, Operation::Delete);
+        assert_eq!(delete.summary().additional_properties["total-data-files"], "9");
+        assert_eq!(delete.summary().additional_properties["deleted-records"], "10");
+        assert_eq!(snapshot(parts((1, 1, 1), (1, 1, 1))).summary().operation, Operation::Overwrite);
+    }
 }

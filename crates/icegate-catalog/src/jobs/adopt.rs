@@ -39,11 +39,12 @@ impl Job for AdoptionSync {
             Err(other) => return Err(other),
         };
         let adoptions = self.catalog.adoptions();
-        // A re-sync runs on the adoption as it is stored now; a first run on its plan.
+        // A re-sync runs on the adoption as it is stored now; a first run (its adoption still
+        // pending) on its plan, which holds what the request asked for.
         let spec = match adoptions.stored_spec(queued.adoption_id()).await? {
-            Some(spec) => spec,
-            None if queued.is_first_run() => queued,
-            None => return Ok(json!({ "skipped": "the adoption is gone" })),
+            Some(spec) if !spec.is_first_run() => spec,
+            _ if queued.is_first_run() => queued,
+            _ => return Ok(json!({ "skipped": "the adoption is gone" })),
         };
         adoptions.run_and_record(&run.context(), &warehouse, spec).await
     }

@@ -346,14 +346,18 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn source_locations(&self, warehouse_id: &str) -> Result<Vec<SourceLocation>>;
     /// Removes a source location; fails (409) while an adoption reads from inside it.
     async fn remove_source_location(&self, write: &WriteContext, warehouse_id: &str, location: &str) -> Result<bool>;
+    /// Records an adoption; before its first run commits its `tabular_id` is empty (pending).
     async fn create_adoption(&self, write: &WriteContext, adoption: &Adoption) -> Result<()>;
+    /// Forgets a pending adoption (its first run failed before it made a table).
+    async fn forget_pending_adoption(&self, write: &WriteContext, id: &str) -> Result<()>;
     async fn adoption(&self, id: &str) -> Result<Option<Adoption>>;
     /// A warehouse's adoptions, by id, after `after_id`.
     async fn adoptions(&self, warehouse_id: &str, after_id: Option<&str>, limit: i64) -> Result<Vec<Adoption>>;
     /// The files adoption added (as they were then).
     async fn adopted_files(&self, adoption_id: &str) -> Result<Vec<AdoptedFile>>;
     /// Records a run: its report, the files it added (and forgets those it removed from the
-    /// table), in one transaction recorded in the audit trail.
+    /// table), and a pending adoption's table (`adoption.tabular_id`), in one transaction
+    /// recorded in the audit trail.
     async fn record_adoption_run(
         &self,
         write: &WriteContext,

@@ -1,0 +1,86 @@
+"""Adoption at scale against a running release icegate (auth off): a Hive-style dataset of
+`--files` Parquet files (100 partitions) written by pyarrow is adopted in place; then a re-sync
+with nothing new, and one after `--new` files appear. Prints each run's elapsed time (the run's
+own measure, in its report), footers read per second, and the server's resident memory (VmRSS
+now, VmHWM peak).
+
+    scripts/bench-adoption.sh sqlite|postgres [--files 10000] [--new 100]  (starts the server)
+"""
+import argparse
+import json
+import os
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def call(uri, method, path, body=None):
+    request = urllib.request.Request(
+        f"{uri}{path}", data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json"}, method=method)
+    with urllib.request.urlopen(request, timeout=3600) as response:
+        text = response.read()
+        return json.loads(text) if text else None
+
+
+def memory(pid):
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            fields[key] = int(value.split()[0]) // 1024
+    return f"RSS {fields['VmRSS']} MB, peak {fields['VmHWM']} MB"
+
+
+def write(root, files, start=0):
+    """`files` files of 100 rows, 4 columns, spread over 100 partitions (dt × region)."""
+    for n in range(start, start + files):
+        folder = root / f"dt=2026-11-{1 + n % 25:02d}" / f"region=r{n % 4}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ids = list(range(n * 100, n * 100 + 100))
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "amount": pa.array([i * 0.5 for i in ids]),
+                                 "name": pa.array([f"name-{i}" for i in ids]), "flag": pa.array([i % 2 == 0 for i in ids])}),
+                       folder / f"part-{n:06d}.parquet")
+
+
+def line(what, report, files, pid):
+    elapsed = report["elapsed-ms"]
+    rate = f", {files / (elapsed / 1000):,.0f} footers/s" if files else ""
+    print(f"{what}: {report['files-added']} files added in {elapsed} ms{rate}; {memory(pid)}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--uri", required=True)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--new", type=int, default=100)
+    args = parser.parse_args()
+    uri = args.uri
+    with tempfile.TemporaryDirectory(prefix="icegate-adopt-") as tmp:
+        lake = Path(tmp) / "lake" / "events"
+        started = time.monotonic()
+        write(lake, args.files)
+        print(f"wrote {args.files} files in {time.monotonic() - started:.1f} s; {memory(args.pid)}", flush=True)
+        call(uri, "POST", "/management/v1/warehouses/default/source-locations", {"location": f"file://{Path(tmp) / 'lake'}"})
+        call(uri, "POST", "/v1/" + call(uri, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"] + "/namespaces",
+             {"namespace": ["bench"]})
+        report = call(uri, "POST", "/management/v1/warehouses/default/adoptions",
+                      {"source": f"file://{lake}", "namespace": ["bench"], "name": "events", "partitioning": {"type": "hive"}})
+        assert report["files-added"] == args.files and report["rows-added"] == args.files * 100, report
+        line("adopt", report, args.files, args.pid)
+        again = call(uri, "POST", f"/management/v1/warehouses/default/adoptions/{report['id']}/sync")
+        assert again["files-added"] == 0, again
+        line("re-sync, nothing new", again, 0, args.pid)
+        write(lake, args.new, start=args.files)
+        more = call(uri, "POST", f"/management/v1/warehouses/default/adoptions/{report['id']}/sync")
+        assert more["files-added"] == args.new, more
+        line(f"re-sync, {args.new} new", more, args.new, args.pid)
+
+
+if __name__ == "__main__":
+    main()
