@@ -440,3 +440,38 @@ def test_links_deep_footers_and_other_warehouses_are_refused(adopting, tmp_path)
     status, text = error_of(adopting, token, "POST", "/management/v1/warehouses",
                             {"name": "tenant", "storage-root": f"file://{tmp_path / 'lake' / 'tenant'}"})
     assert status == 400 and "source location" in text, text
+
+
+def test_a_spec_partitions_files_by_their_column_bounds(adopting, tmp_path):
+    from datetime import datetime
+
+    token = admin_token(adopting)
+    catalog = admin_catalog(adopting)
+    catalog.create_namespace("logs")
+    lake = tmp_path / "lake" / "logs"
+    lake.mkdir(parents=True)
+    for day in (1, 2, 3):
+        stamps = [datetime(2026, 11, day, hour) for hour in (1, 5, 9)]
+        pq.write_table(pa.table({"ts": pa.array(stamps, pa.timestamp("us")), "n": pa.array([day] * 3, pa.int64())}),
+                       lake / f"day-{day}.parquet")
+    # One file spans two days: it has no single partition and is skipped, named.
+    pq.write_table(pa.table({"ts": pa.array([datetime(2026, 11, 4), datetime(2026, 11, 5)], pa.timestamp("us")),
+                             "n": pa.array([4, 5], pa.int64())}), lake / "two-days.parquet")
+    admin_call(adopting, token, "POST", f"{WAREHOUSE}/source-locations", {"location": f"file://{tmp_path / 'lake'}"})
+    report = adopt(adopting, token, {"source": f"file://{lake}", "namespace": ["logs"], "name": "events",
+                                     "partitioning": {"type": "spec", "fields": [{"source": "ts", "transform": "day"}]}})
+    assert report["files-added"] == 3 and report["rows-added"] == 9, report
+    (skipped,) = report["files-skipped"]
+    assert skipped["path"].endswith("/two-days.parquet") and "spans several" in skipped["reason"], skipped
+    table = catalog.load_table("logs.events")
+    assert [(f.name, str(f.transform)) for f in table.spec().fields] == [("ts_day", "day")]
+    from pyiceberg.expressions import GreaterThanOrEqual, LessThan
+    day_two = table.scan(row_filter=GreaterThanOrEqual("ts", "2026-11-02T00:00:00") & LessThan("ts", "2026-11-03T00:00:00"))
+    assert [t.file.file_path.rsplit("/", 1)[1] for t in day_two.plan_files()] == ["day-2.parquet"]
+    assert sorted(day_two.to_arrow()["n"].to_pylist()) == [2, 2, 2]
+    # A bad spec is refused before anything is made.
+    status, text = error_of(adopting, token, "POST", f"{WAREHOUSE}/adoptions",
+                            {"source": f"file://{lake}", "namespace": ["logs"], "name": "bad",
+                             "partitioning": {"type": "spec", "fields": [{"source": "missing", "transform": "day"}]}})
+    assert status == 400 and "missing" in text, text
+    assert not catalog.table_exists("logs.bad")
