@@ -7,33 +7,14 @@ now, VmHWM peak); beside it, PyIceberg's client-side `add_files` of the same fil
     scripts/bench-adoption.sh sqlite|postgres [--files 10000] [--new 100]  (starts the server)
 """
 import argparse
-import json
-import os
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-
-def call(uri, method, path, body=None):
-    request = urllib.request.Request(
-        f"{uri}{path}", data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"}, method=method)
-    with urllib.request.urlopen(request, timeout=3600) as response:
-        text = response.read()
-        return json.loads(text) if text else None
-
-
-def memory(pid):
-    fields = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            fields[key] = int(value.split()[0]) // 1024
-    return f"RSS {fields['VmRSS']} MB, peak {fields['VmHWM']} MB"
+from bench_lifecycle import call, memory
 
 
 def write(root, files, start=0):

@@ -120,6 +120,33 @@ impl ObjectStoreIo {
     }
 }
 
+/// At most `max_files` objects below `path` (the key of `prefix`), named by their locations.
+/// `list` matches whole path segments: `prefix/...`, never `prefix-2/...`.
+async fn list_store(store: &dyn ObjectStore, path: &Path, prefix: &str, max_files: usize) -> Result<Listing> {
+    let listed: Vec<object_store::ObjectMeta> = store
+        .list(Some(path))
+        .take(max_files.saturating_add(1))
+        .try_collect()
+        .await
+        .map_err(|e| io_error("listing", prefix, e))?;
+    let complete = listed.len() <= max_files;
+    let base = path.as_ref().to_owned();
+    let files = listed
+        .into_iter()
+        .take(max_files)
+        .filter_map(|meta| {
+            let rest = meta.location.as_ref().strip_prefix(base.as_str())?.strip_prefix('/')?;
+            Some(ListedFile {
+                location: format!("{prefix}/{rest}"),
+                size: meta.size,
+                modified_ms: meta.last_modified.timestamp_millis(),
+                etag: meta.e_tag.clone().unwrap_or_default(),
+            })
+        })
+        .collect();
+    Ok(Listing { files, complete })
+}
+
 /// `location` is the source location `root` or lies below it, in whole path segments, with
 /// no `.` or `..` segment (object keys may hold them; a source never reaches outside itself).
 fn within_source(root: &str, location: &str) -> Result<()> {
@@ -266,30 +293,7 @@ impl FileIo for ObjectStoreIo {
                 .collect();
             return Ok(Listing { files, complete });
         }
-        // `list` matches whole path segments: `prefix/...`, never `prefix-2/...`.
-        let listed: Vec<object_store::ObjectMeta> = store
-            .list(Some(&path))
-            .take(max_files.saturating_add(1))
-            .try_collect()
-            .await
-            .map_err(|e| io_error("listing", prefix, e))?;
-        let complete = listed.len() <= max_files;
-        let base = path.as_ref().to_owned();
-        let files = listed
-            .into_iter()
-            .take(max_files)
-            .filter_map(|meta| {
-                let key = meta.location.as_ref();
-                let rest = key.strip_prefix(base.as_str())?.strip_prefix('/')?;
-                Some(ListedFile {
-                    location: format!("{prefix}/{rest}"),
-                    size: meta.size,
-                    modified_ms: meta.last_modified.timestamp_millis(),
-                    etag: meta.e_tag.unwrap_or_default(),
-                })
-            })
-            .collect();
-        Ok(Listing { files, complete })
+        list_store(store.as_ref(), &path, prefix, max_files).await
     }
 
     async fn list_source(&self, warehouse: &Warehouse, root: &str, prefix: &str, max_files: usize) -> Result<Listing> {
@@ -325,28 +329,7 @@ impl FileIo for ObjectStoreIo {
             return Ok(Listing { files, complete });
         }
         let (store, path) = self.resolve_s3(warehouse, prefix).await?;
-        let listed: Vec<object_store::ObjectMeta> = store
-            .list(Some(&path))
-            .take(max_files.saturating_add(1))
-            .try_collect()
-            .await
-            .map_err(|e| io_error("listing", prefix, e))?;
-        let complete = listed.len() <= max_files;
-        let base = path.as_ref().to_owned();
-        let files = listed
-            .into_iter()
-            .take(max_files)
-            .filter_map(|meta| {
-                let rest = meta.location.as_ref().strip_prefix(base.as_str())?.strip_prefix('/')?;
-                Some(ListedFile {
-                    location: format!("{prefix}/{rest}"),
-                    size: meta.size,
-                    modified_ms: meta.last_modified.timestamp_millis(),
-                    etag: meta.e_tag.clone().unwrap_or_default(),
-                })
-            })
-            .collect();
-        Ok(Listing { files, complete })
+        list_store(store.as_ref(), &path, prefix, max_files).await
     }
 
     async fn read_source_tail(

@@ -36,6 +36,13 @@ fn iceberg_error(what: &str) -> impl Fn(iceberg::Error) -> CatalogError + '_ {
     move |e| CatalogError::Internal(anyhow::anyhow!("{what}: {e}"))
 }
 
+/// The bytes written to `location` of the in-memory `memory` (manifests are written there
+/// first, then stored as new files through the catalog's own storage).
+async fn written_bytes(memory: &FileIO, location: &str) -> Result<Bytes> {
+    let input = memory.new_input(location).map_err(iceberg_error("a manifest"))?;
+    input.read().await.map_err(iceberg_error("a manifest"))
+}
+
 /// A partition tuple as text (for grouping and reports).
 pub fn partition_key(partition: &Struct) -> String {
     serde_json::to_string(&partition.iter().map(|l| l.map(|l| format!("{l:?}"))).collect::<Vec<_>>())
@@ -111,12 +118,7 @@ pub async fn write(
             writer.add_file(file, -1).map_err(iceberg_error("a manifest entry"))?;
         }
         let manifest = writer.write_manifest_file().await.map_err(iceberg_error("writing a manifest"))?;
-        let bytes = memory
-            .new_input(&location)
-            .map_err(iceberg_error("a manifest"))?
-            .read()
-            .await
-            .map_err(iceberg_error("a manifest"))?;
+        let bytes = written_bytes(&memory, &location).await?;
         // Verified as written: the entries read back, their records summed per partition.
         let parsed = Manifest::parse_avro(&bytes).map_err(iceberg_error("reading back a manifest"))?;
         for entry in parsed.entries() {
@@ -133,12 +135,7 @@ pub async fn write(
     let mut list = ManifestListWriter::v2(writer, what.snapshot_id, what.parent_snapshot_id, what.sequence_number);
     list.add_manifests(manifests.into_iter().chain(what.carried)).map_err(iceberg_error("a manifest list"))?;
     list.close().await.map_err(iceberg_error("writing a manifest list"))?;
-    let bytes: Bytes = memory
-        .new_input(&list_location)
-        .map_err(iceberg_error("a manifest list"))?
-        .read()
-        .await
-        .map_err(iceberg_error("a manifest list"))?;
+    let bytes = written_bytes(&memory, &list_location).await?;
     io.write_new(warehouse, &list_location, bytes).await?;
     written.locations.push(list_location.clone());
     written.manifest_list = list_location;
@@ -243,12 +240,7 @@ pub async fn rewrite_without(
         }
     }
     let written = writer.write_manifest_file().await.map_err(iceberg_error("writing a manifest"))?;
-    let bytes = memory
-        .new_input(&location)
-        .map_err(iceberg_error("a manifest"))?
-        .read()
-        .await
-        .map_err(iceberg_error("a manifest"))?;
+    let bytes = written_bytes(&memory, &location).await?;
     io.write_new(warehouse, &location, bytes).await?;
     Ok(Rewritten { manifest: written, location, removed, records, bytes: size })
 }

@@ -187,6 +187,22 @@ pub(crate) struct RunSpec {
 }
 
 impl RunSpec {
+    /// The adoption as the store keeps it (its table's id empty until its first run commits).
+    fn record(&self, warehouse: &Warehouse, now_ms: i64) -> Result<Adoption> {
+        Ok(Adoption {
+            id: self.adoption_id.clone(),
+            warehouse_id: warehouse.id.as_str().to_owned(),
+            tabular_id: self.tabular_id.clone().unwrap_or_default(),
+            namespace: NamespaceIdent::from_levels(self.namespace.clone())?,
+            name: self.name.clone(),
+            source: self.source.clone(),
+            settings: json!({ "settings": self.settings, "root": self.root }),
+            mode: AdoptionMode::parse(&self.mode)?,
+            created_at_ms: now_ms,
+            created_by: self.created_by.clone(),
+        })
+    }
+
     pub(crate) fn adoption_id(&self) -> &str {
         &self.adoption_id
     }
@@ -405,19 +421,7 @@ impl Adoptions<'_> {
         let listed =
             self.files().list_source(&warehouse, &spec.root, &spec.source, self.adoption_defaults().max_files).await?;
         if listed.files.len() > self.adoption_defaults().inline_files {
-            let pending = Adoption {
-                id: spec.adoption_id.clone(),
-                warehouse_id: warehouse.id.as_str().to_owned(),
-                tabular_id: String::new(),
-                namespace: table.namespace.clone(),
-                name: table.name.clone(),
-                source: spec.source.clone(),
-                settings: json!({ "settings": spec.settings, "root": spec.root }),
-                mode: request.mode,
-                created_at_ms: self.clock().now_ms(),
-                created_by: spec.created_by.clone(),
-            };
-            queue.create_adoption(&ctx.write(), &pending).await?;
+            queue.create_adoption(&ctx.write(), &spec.record(&warehouse, self.clock().now_ms())?).await?;
             let task =
                 self.queue_run(&warehouse, &spec, self.clock().now_ms(), "a large first adoption run", false).await?;
             return Ok(Outcome::Queued { adoption_id: spec.adoption_id, task_id: task });
@@ -530,18 +534,7 @@ impl Adoptions<'_> {
         let queue = self.queue()?.clone();
         let started = self.clock().now_ms();
         let timer = std::time::Instant::now();
-        let mut adoption = Adoption {
-            id: spec.adoption_id.clone(),
-            warehouse_id: warehouse.id.as_str().to_owned(),
-            tabular_id: spec.tabular_id.clone().unwrap_or_default(),
-            namespace: NamespaceIdent::from_levels(spec.namespace.clone())?,
-            name: spec.name.clone(),
-            source: spec.source.clone(),
-            settings: json!({ "settings": spec.settings, "root": spec.root }),
-            mode: AdoptionMode::parse(&spec.mode)?,
-            created_at_ms: started,
-            created_by: spec.created_by.clone(),
-        };
+        let mut adoption = spec.record(warehouse, started)?;
         // The adoption is recorded before its first commit: from then on its source location
         // cannot be removed (and a table placed over it) while the table references its files.
         let first = spec.tabular_id.is_none();
