@@ -221,6 +221,10 @@ def test_a_hive_dataset_is_adopted_in_place_read_by_every_client_and_kept_in_syn
     records = search(adopting, token, action="syncAdoption")
     assert len(records) >= 3 and all(r["record"]["actor"]["name"] == "admin" for r in records), records
 
+    # Its source location cannot go while the table references its files.
+    code, text = error_of(adopting, token, "DELETE", f"{WAREHOUSE}/source-locations?location={source}")
+    assert code == 409 and adoption in text, text
+
     # A purge deletes the table's own files and leaves every source file in place.
     victim_state = fingerprint(tmp_path / "lake")
     table_dir = local(table.location())
@@ -229,9 +233,9 @@ def test_a_hive_dataset_is_adopted_in_place_read_by_every_client_and_kept_in_syn
     wait_for(lambda: not table_dir.exists(), "the purge to delete the table's own directory")
     wait_for(lambda: [t for t in purge_tasks(adopting, token) if t["state"] == "done"], "the purge task")
     assert fingerprint(tmp_path / "lake") == victim_state
-    # Its source location cannot go while an adoption reads from it.
-    code, text = error_of(adopting, token, "DELETE", f"{WAREHOUSE}/source-locations?location={source}")
-    assert code == 409 and adoption in text, text
+    # Gone for good, the table no longer holds its source location.
+    assert error_of(adopting, token, "DELETE", f"{WAREHOUSE}/source-locations?location={source}")[0] == 200
+    assert admin_call(adopting, token, "GET", f"{WAREHOUSE}/source-locations")["source-locations"] == []
 
 
 def test_vanished_files_are_removed_when_asked_and_the_source_is_guarded(adopting, tmp_path):

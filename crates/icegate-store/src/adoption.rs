@@ -123,9 +123,13 @@ impl SqlStore {
         location: &str,
     ) -> Result<bool> {
         let mut tx = self.begin_write().await?;
+        // An adoption holds its source while its table references the files: pending (its
+        // first run not yet committed), live, or dropped and still restorable or being purged.
         let using = sqlx::query(
-            "SELECT id, source FROM adoptions WHERE warehouse_id = $1 \
-             AND (source = $2 OR (source > $2 || '/' AND source < $2 || '0')) LIMIT 1",
+            "SELECT a.id, a.source FROM adoptions a WHERE a.warehouse_id = $1 \
+             AND (a.source = $2 OR (a.source > $2 || '/' AND a.source < $2 || '0')) \
+             AND (a.tabular_id = '' OR EXISTS (SELECT 1 FROM tabulars t WHERE t.id = a.tabular_id) \
+                  OR EXISTS (SELECT 1 FROM deleted_tabulars d WHERE d.id = a.tabular_id)) LIMIT 1",
         )
         .bind(warehouse_id)
         .bind(location)
@@ -137,7 +141,8 @@ impl SqlStore {
             let source: String = row.try_get("source").map_err(db_error)?;
             return Err(CatalogError::Conflict(format!(
                 "adoption {id} reads from {source}, inside source location {location}; its table keeps \
-                 referencing those files (drop the table, then remove the source location)"
+                 referencing those files (once the table is dropped and no longer restorable, the source \
+                 location can be removed)"
             )));
         }
         let removed = sqlx::query("DELETE FROM source_locations WHERE warehouse_id = $1 AND location = $2")

@@ -9,7 +9,7 @@ use icegate_catalog::adoption::store::{AdoptedFile, Adoption, AdoptionMode, Adop
 use icegate_catalog::idempotency::WriteContext;
 use icegate_catalog::jobs::TaskStore;
 use icegate_catalog::store::prelude::*;
-use icegate_catalog::store::{NewTabular, TabularKind};
+use icegate_catalog::store::{DropOptions, NewTabular, TabularKind};
 use icegate_catalog::{NamespaceIdent, Properties, StorageRoot, WarehouseName};
 use icegate_store::testing::TestDatabase;
 use serde_json::json;
@@ -166,6 +166,13 @@ async fn sources_adoptions_and_runs(db: TestDatabase) {
     tasks.add_source_location(&write, wh.as_str(), "file:///w/spare", 4).await.unwrap();
     assert!(tasks.remove_source_location(&write, wh.as_str(), "file:///w/spare").await.unwrap());
     assert!(!tasks.remove_source_location(&write, wh.as_str(), "file:///w/spare").await.unwrap());
+    // Once the adopted table is dropped for good, its source location can go.
+    store
+        .drop_tabular(&write, &wh, (&db_ns, "t"), TabularKind::Table, DropOptions::final_drop(0), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tasks.remove_source_location(&write, wh.as_str(), "file:///lake/events").await.unwrap());
     // Gone, it no longer keeps tables out.
     store
         .create_tabular(&write, &create(&wh, &db_ns, "f", "file:///w/spare", &[], "file:///w/spare/metadata/0.json"))

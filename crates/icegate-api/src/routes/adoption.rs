@@ -102,12 +102,14 @@ pub async fn list_source_locations(
 
 /// Remove a source location
 ///
-/// Refused (409) while an adoption reads from inside it: its table references those files.
+/// Refused (409) while an adoption reads from inside it and its table exists (or is dropped but
+/// still restorable): its table references those files.
 #[utoipa::path(delete, path = "/management/v1/warehouses/{name}/source-locations", tag = "Adoption",
     operation_id = "removeSourceLocation",
     params(("name" = String, Path, description = "Warehouse name"), SourceLocationQuery),
     responses(
         (status = 204, description = "Removed"),
+        (status = 400, description = "No location given, or not a valid one", body = IcebergErrorResponse),
         (status = 403, description = "Without admin on the warehouse", body = IcebergErrorResponse),
         (status = 404, description = "No such warehouse or source location", body = IcebergErrorResponse),
         (status = 409, description = "An adoption reads from it", body = IcebergErrorResponse),
