@@ -33,6 +33,7 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod maintenance;
 pub mod metadata_cache;
+pub mod migration;
 pub mod namespaces;
 pub mod pagination;
 pub mod reviews;

@@ -19,6 +19,7 @@ mod holds;
 mod idempotency;
 mod locations;
 mod maintenance;
+mod migration;
 mod namespaces;
 mod sqlite_reads;
 mod tabulars;

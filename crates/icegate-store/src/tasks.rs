@@ -12,6 +12,7 @@ use icegate_catalog::jobs::{
     Finish, MaintainedTable, NewTask, Progress, QuarantineFilter, QuarantinedFile, TaskFilter, TaskRecord, TaskState,
     TaskStore,
 };
+use icegate_catalog::migration::store::{Migration, MigrationTable, RunState, Step, TableState};
 use icegate_catalog::{CatalogError, Result};
 use serde_json::Value;
 use sqlx::any::AnyRow;
@@ -423,6 +424,54 @@ impl TaskStore for SqlStore {
 
     async fn adoption_sources(&self, tabular_id: &str) -> Result<Vec<String>> {
         self.sources_of_table(tabular_id).await
+    }
+
+    async fn create_migration(
+        &self,
+        write: &WriteContext,
+        migration: &Migration,
+        tables: &[MigrationTable],
+    ) -> Result<()> {
+        self.insert_migration(write, migration, tables).await
+    }
+
+    async fn migration(&self, id: &str) -> Result<Option<Migration>> {
+        self.find_migration(id).await
+    }
+
+    async fn migrations(
+        &self,
+        warehouse_id: Option<&str>,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Migration>> {
+        self.list_migrations(warehouse_id, after_id, limit).await
+    }
+
+    async fn migration_tables(&self, migration_id: &str) -> Result<Vec<MigrationTable>> {
+        self.list_migration_tables(migration_id).await
+    }
+
+    async fn step_migration_table(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        states: (TableState, TableState),
+        step: &Step,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.update_migration_table(write, id, states, step, now_ms).await
+    }
+
+    async fn set_migration_state(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        states: (RunState, RunState),
+        report: Option<&Value>,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.update_migration_state(write, id, states, report, now_ms).await
     }
 
     async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>> {

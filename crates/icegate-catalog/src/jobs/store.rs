@@ -6,6 +6,7 @@ use crate::Result;
 use crate::adoption::store::{AdoptedFile, Adoption, AdoptionRun, SourceLocation};
 use crate::idempotency::WriteContext;
 use crate::ident::NamespaceIdent;
+use crate::migration::store::{Migration, MigrationTable, RunState, Step, TableState};
 
 /// Where a task is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,6 +369,43 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<()>;
     /// The sources of the adoptions whose table is `tabular_id` (read-only locations of its files).
     async fn adoption_sources(&self, tabular_id: &str) -> Result<Vec<String>>;
+    /// Records a migration run and its tables in one transaction; fails (409) when one of its
+    /// tables' source objects is in a live migration already.
+    async fn create_migration(
+        &self,
+        write: &WriteContext,
+        migration: &Migration,
+        tables: &[MigrationTable],
+    ) -> Result<()>;
+    async fn migration(&self, id: &str) -> Result<Option<Migration>>;
+    /// Runs by id (newest last), after `after_id`; only `warehouse_id`'s when given.
+    async fn migrations(
+        &self,
+        warehouse_id: Option<&str>,
+        after_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Migration>>;
+    async fn migration_tables(&self, migration_id: &str) -> Result<Vec<MigrationTable>>;
+    /// Moves a table from `from` to `to` with what the step learned; `false` when it was no
+    /// longer in `from` (another worker, or a rollback, moved it).
+    async fn step_migration_table(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        (from, to): (TableState, TableState),
+        step: &Step,
+        now_ms: i64,
+    ) -> Result<bool>;
+    /// Moves a run from `from` to `to` (with its report, when given); `false` when it was not in
+    /// `from`.
+    async fn set_migration_state(
+        &self,
+        write: &WriteContext,
+        id: &str,
+        (from, to): (RunState, RunState),
+        report: Option<&Value>,
+        now_ms: i64,
+    ) -> Result<bool>;
     /// The latest runs of an adoption, newest first.
     async fn adoption_runs(&self, adoption_id: &str, limit: i64) -> Result<Vec<AdoptionRun>>;
 }
