@@ -21,6 +21,7 @@ mod locations;
 mod maintenance;
 mod migration;
 mod namespaces;
+pub mod sources;
 mod sqlite_reads;
 mod tabulars;
 mod tasks;

@@ -16,6 +16,13 @@ const NOT_CHANGES: &[(&str, &str)] = &[
         "the audit chain's append, inside the transaction of the change it records (its callers hold the WriteContext)",
     ),
     ("expire_location_holds", "expired holds' own lifecycle (the expiry job); no live hold is touched"),
+    (
+        "fence",
+        "writes the source catalog's database (sources/sql.rs: a migration's fence), not icegate's; the step is \
+         recorded through the migration's state (step_migration_table, with a WriteContext)",
+    ),
+    ("unfence", "writes the source catalog's database (undoing a migration's fence), as fence"),
+    ("retire", "writes the source catalog's database (removing a migrated table's entry there), as fence"),
     ("enqueue", "the task queue's bookkeeping (a change's own tasks will go through commit_write)"),
     ("claim", "the task queue's bookkeeping"),
     ("heartbeat", "the task queue's bookkeeping"),
