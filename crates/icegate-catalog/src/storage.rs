@@ -467,6 +467,11 @@ impl AllowedEndpoint {
     fn matches(&self, url: &str) -> bool {
         Self::parse(url).is_ok_and(|other| other == *self)
     }
+
+    /// Whether `url` is at this endpoint (scheme, host and port).
+    pub fn allows(&self, url: &str) -> bool {
+        self.matches(url)
+    }
 }
 
 /// Why storing `profile` needs admin on the server, not only on the warehouse: it makes the

@@ -2,4 +2,5 @@
 //! tables keep, and the source catalogs as a migration sees them.
 
 pub mod source;
+pub mod spec;
 pub mod store;
