@@ -113,11 +113,17 @@ impl ObjectStoreIo {
                 .map_err(|e| CatalogError::bad_request(format!("invalid file location {location}: {e}")))?;
             return Ok((self.local.clone(), path));
         }
-        let access = self.s3_access(warehouse).await?;
-        let key = access.key_of(location)?;
-        let path = Path::parse(key).map_err(|e| CatalogError::bad_request(format!("invalid S3 key {key}: {e}")))?;
-        Ok((access.store.clone(), path))
+        self.resolve_s3(warehouse, location).await
     }
+}
+
+/// A local walk's files as a listing (local files have no ETag: size and mtime tell changes).
+fn local_listing((found, complete): (Vec<local::ListedFile>, bool)) -> Listing {
+    let files = found
+        .into_iter()
+        .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })
+        .collect();
+    Listing { files, complete }
 }
 
 /// At most `max_files` objects below `path` (the key of `prefix`), named by their locations.
@@ -285,13 +291,8 @@ impl FileIo for ObjectStoreIo {
         let (store, path) = self.resolve(warehouse, prefix).await?;
         if prefix.starts_with("file://") {
             let (root, owned) = (warehouse.storage_root.as_str().to_owned(), prefix.to_owned());
-            let (found, complete) =
-                local_io("listing", prefix, move || local::list_below(&root, &owned, max_files)).await?;
-            let files = found
-                .into_iter()
-                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })
-                .collect();
-            return Ok(Listing { files, complete });
+            let listed = local_io("listing", prefix, move || local::list_below(&root, &owned, max_files)).await?;
+            return Ok(local_listing(listed));
         }
         list_store(store.as_ref(), &path, prefix, max_files).await
     }
@@ -304,29 +305,24 @@ impl FileIo for ObjectStoreIo {
             let listed = tokio::task::spawn_blocking(move || local::list_source(&root, &owned, max_files))
                 .await
                 .map_err(|e| CatalogError::Internal(anyhow::anyhow!("listing {prefix}: {e}")))?;
-            let (found, complete) = match listed {
-                Ok(found) => found,
+            return match listed {
+                Ok(found) => Ok(local_listing(found)),
                 // A link (or a file) where a directory of the source should be: never followed.
                 Err(e)
                     if [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
                         .iter()
                         .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
                 {
-                    return Err(CatalogError::bad_request(format!(
+                    Err(CatalogError::bad_request(format!(
                         "{prefix} is reached through a symbolic link or is not a directory: sources are read \
                          without following links"
-                    )));
+                    )))
                 }
                 Err(e) => {
                     tracing::warn!(location = %prefix, error = %e, "local storage failed listing");
-                    return Err(CatalogError::Unavailable(format!("local storage failed listing {prefix}")));
+                    Err(CatalogError::Unavailable(format!("local storage failed listing {prefix}")))
                 }
             };
-            let files = found
-                .into_iter()
-                .map(|(location, size, modified_ms)| ListedFile { location, size, modified_ms, etag: String::new() })
-                .collect();
-            return Ok(Listing { files, complete });
         }
         let (store, path) = self.resolve_s3(warehouse, prefix).await?;
         list_store(store.as_ref(), &path, prefix, max_files).await

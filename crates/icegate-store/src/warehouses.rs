@@ -80,28 +80,13 @@ async fn check_root_free(
     name: &WarehouseName,
     root: &StorageRoot,
 ) -> Result<(), CatalogError> {
-    let candidates = root_and_ancestors(root.as_str());
-    // Built at run time for the number of ancestors; every value is a bind parameter.
-    // Descendants are the byte range ("<root>/", "<root>0"): '0' follows '/' in ASCII.
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 3)).collect();
-    let sql = format!(
-        "SELECT name FROM warehouses WHERE name <> $1 AND storage_root IN ({}) \
-         UNION ALL SELECT name FROM warehouses WHERE name <> $1 AND storage_root > $2 || '/' AND storage_root < $2 || '0' \
-         LIMIT 1",
-        placeholders.join(", ")
-    );
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(name.as_str()).bind(root.as_str());
-    for candidate in &candidates {
-        query = query.bind(candidate.as_str());
-    }
-    if let Some(row) = query.fetch_optional(&mut *conn).await.map_err(db_error)? {
-        let other: String = row.try_get("name").map_err(db_error)?;
+    if let Some(other) = overlapping(conn, (Storage::Roots, ("", name.as_str())), root.as_str()).await? {
         return Err(CatalogError::bad_request(format!(
             "storage root {root} overlaps the storage root of warehouse {other}: warehouses may not share storage"
         )));
     }
     // Nor another warehouse's source locations (its adopted tables' credentials read them).
-    if let Some(other) = overlapping(conn, (Storage::Sources, ""), root.as_str()).await? {
+    if let Some(other) = overlapping(conn, (Storage::Sources, ("", name.as_str())), root.as_str()).await? {
         return Err(CatalogError::bad_request(format!(
             "storage root {root} overlaps a source location of warehouse {other}: warehouses may not share storage"
         )));
@@ -116,11 +101,12 @@ enum Storage {
     Sources,
 }
 
-/// The name of a warehouse other than the one with id `except` whose storage root (or one of
-/// whose source locations) equals, lies inside or contains `location`.
+/// The name of a warehouse other than the one with id or name `except` (either may be empty)
+/// whose storage root (or one of whose source locations) equals, lies inside or contains
+/// `location`.
 async fn overlapping(
     conn: &mut sqlx::AnyConnection,
-    (storage, except): (Storage, &str),
+    (storage, (except_id, except_name)): (Storage, (&str, &str)),
     location: &str,
 ) -> Result<Option<String>, CatalogError> {
     let (from, column) = match storage {
@@ -129,14 +115,15 @@ async fn overlapping(
     };
     let candidates = root_and_ancestors(location);
     // Every value is a bind parameter; descendants are the byte range ("<x>/", "<x>0").
-    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 3)).collect();
+    let placeholders: Vec<String> = (0..candidates.len()).map(|i| format!("${}", i + 4)).collect();
+    let others = "w.id <> $1 AND w.name <> $2";
     let sql = format!(
-        "SELECT w.name AS name FROM {from} WHERE w.id <> $1 AND {column} IN ({}) \
-         UNION ALL SELECT w.name AS name FROM {from} WHERE w.id <> $1 AND {column} > $2 || '/' AND {column} < $2 || '0' \
+        "SELECT w.name AS name FROM {from} WHERE {others} AND {column} IN ({}) \
+         UNION ALL SELECT w.name AS name FROM {from} WHERE {others} AND {column} > $3 || '/' AND {column} < $3 || '0' \
          LIMIT 1",
         placeholders.join(", ")
     );
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(except).bind(location);
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(except_id).bind(except_name).bind(location);
     for candidate in &candidates {
         query = query.bind(candidate.as_str());
     }
@@ -156,7 +143,7 @@ pub(crate) async fn check_source_free(
     location: &str,
 ) -> Result<(), CatalogError> {
     lock_roots(store, tx).await?;
-    if let Some(other) = overlapping(&mut *tx, (Storage::Roots, warehouse_id), location).await? {
+    if let Some(other) = overlapping(&mut *tx, (Storage::Roots, (warehouse_id, "")), location).await? {
         return Err(CatalogError::Forbidden(format!(
             "source location {location} overlaps the storage of warehouse {other}"
         )));
