@@ -73,7 +73,7 @@ impl From<CatalogError> for ApiError {
                     ObjectKind::Namespace => "NoSuchNamespaceException",
                     ObjectKind::Table => "NoSuchTableException",
                     ObjectKind::View => "NoSuchViewException",
-                    ObjectKind::AccessControl | ObjectKind::Adoption => "NotFoundException",
+                    ObjectKind::AccessControl | ObjectKind::Adoption | ObjectKind::Migration => "NotFoundException",
                 };
                 Self::new(StatusCode::NOT_FOUND, r#type, message)
             }

@@ -9,8 +9,8 @@ use utoipa_axum::routes;
 
 use crate::AppState;
 use crate::routes::{
-    access, adoption, audit, config, holds, lifecycle, maintenance, namespaces, oauth, ops, reviews, tables, tasks,
-    views, warehouses,
+    access, adoption, audit, config, holds, lifecycle, maintenance, migrations, namespaces, oauth, ops, reviews,
+    tables, tasks, views, warehouses,
 };
 
 #[derive(OpenApi)]
@@ -47,6 +47,7 @@ struct IcebergRestDoc;
         (name = "Legal holds", description = "What may not be dropped, purged or moved while a hold stands"),
         (name = "Tasks", description = "Background work the catalog runs: its progress, results and cancellation"),
         (name = "Adoption", description = "Parquet datasets adopted in place as Iceberg tables: read-only source locations, adoptions, re-syncs"),
+        (name = "Migration", description = "Tables moved from another catalog: a plan, a fence at the source, verification, rollback and retirement"),
         (name = "Lifecycle", description = "Dropped tables and views: kept restorable for their hold, undropped, purged by tasks"),
         (name = "Operations", description = "Health, readiness and metrics"),
     )
@@ -194,6 +195,10 @@ pub fn routes() -> (Router<AppState>, Documents) {
         .routes(routes!(adoption::adopt, adoption::list_adoptions))
         .routes(routes!(adoption::get_adoption))
         .routes(routes!(adoption::sync_adoption))
+        .routes(routes!(migrations::create_migration, migrations::list_migrations))
+        .routes(routes!(migrations::get_migration))
+        .routes(routes!(migrations::rollback_migration))
+        .routes(routes!(migrations::retire_migration))
         .routes(routes!(ops::health))
         .routes(routes!(ops::ready))
         .routes(routes!(ops::metrics))

@@ -13,6 +13,8 @@ pub enum ObjectKind {
     AccessControl,
     /// An adoption or a source location.
     Adoption,
+    /// A migration run.
+    Migration,
 }
 
 #[derive(Debug, thiserror::Error)]

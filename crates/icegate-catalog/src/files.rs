@@ -28,6 +28,11 @@ pub trait FileIo: Send + Sync + 'static {
     /// Reads a whole file of at most `max_bytes` (a larger one is refused with `BadRequest`
     /// before its content is read; a missing one is `BadRequest` too).
     async fn read(&self, warehouse: &Warehouse, location: &str, max_bytes: u64) -> Result<Vec<u8>>;
+    /// The size of the file at `location` (inside the storage root), `None` when there is none.
+    async fn size_of(&self, warehouse: &Warehouse, location: &str) -> Result<Option<u64>> {
+        let _ = (warehouse, location);
+        Err(crate::CatalogError::bad_request("this storage cannot tell a file's size"))
+    }
     /// Deletes one file; a missing file is not an error.
     async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()>;
     /// Deletes at most `max_files` files below `prefix` (a directory location: `prefix/...`,

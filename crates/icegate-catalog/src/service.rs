@@ -123,6 +123,8 @@ pub struct Catalog {
     namespace_policies: Arc<TtlCache<(WarehouseId, crate::NamespaceIdent), crate::maintenance::PolicyLevel>>,
     orphan_defaults: crate::maintenance::OrphanDefaults,
     adoption_defaults: crate::adoption::AdoptionDefaults,
+    /// What opens the catalogs migrations move tables from (`None`: none).
+    sources: Option<Arc<dyn crate::migration::SourceConnector>>,
 }
 
 /// Whose share of the commit budget a request takes: its principal's (auth off: one for all).
@@ -179,6 +181,7 @@ impl Catalog {
             namespace_policies: Arc::new(TtlCache::new(MAX_CACHED_WAREHOUSES, Some(WAREHOUSE_CACHE_TTL))),
             orphan_defaults: crate::maintenance::OrphanDefaults::default(),
             adoption_defaults: crate::adoption::AdoptionDefaults::default(),
+            sources: None,
             tasks: None,
         }
     }
@@ -233,6 +236,20 @@ impl Catalog {
 
     pub fn adoption_defaults(&self) -> crate::adoption::AdoptionDefaults {
         self.adoption_defaults
+    }
+
+    /// What opens the catalogs migrations move tables from.
+    pub fn with_migration_sources(mut self, sources: Arc<dyn crate::migration::SourceConnector>) -> Self {
+        self.sources = Some(sources);
+        self
+    }
+
+    pub(crate) fn allowed_endpoints(&self) -> &[AllowedEndpoint] {
+        &self.allowed_endpoints
+    }
+
+    pub(crate) fn source_connector(&self) -> Option<&Arc<dyn crate::migration::SourceConnector>> {
+        self.sources.as_ref()
     }
 
     pub(crate) fn namespace_policies(

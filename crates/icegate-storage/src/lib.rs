@@ -248,6 +248,25 @@ impl FileIo for ObjectStoreIo {
         }
     }
 
+    async fn size_of(&self, warehouse: &Warehouse, location: &str) -> Result<Option<u64>> {
+        let (store, path) = self.resolve(warehouse, location).await?;
+        if location.starts_with("file://") {
+            let (root, owned) = (warehouse.storage_root.as_str().to_owned(), location.to_owned());
+            // Read nothing: a file of any size but zero is too large for zero bytes.
+            let found = local_io("reading", location, move || local::read(&root, &owned, 0)).await?;
+            return Ok(match found {
+                local::Found::Bytes(_) => Some(0),
+                local::Found::TooLarge(size) => Some(size),
+                local::Found::Missing | local::Found::NotAFile => None,
+            });
+        }
+        match store.head(&path).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(io_error("reading", location, e)),
+        }
+    }
+
     async fn delete(&self, warehouse: &Warehouse, location: &str) -> Result<()> {
         let (store, path) = self.resolve(warehouse, location).await?;
         if location.starts_with("file://") {

@@ -88,6 +88,10 @@ pub struct LifecycleConfig {
     /// queued.
     #[serde(with = "humantime_serde")]
     pub sweep_interval: Duration,
+    /// How long a worker's claim on a task lasts without its heartbeat (renewed at a third of
+    /// it): how soon another replica takes up the task of a worker that died.
+    #[serde(with = "humantime_serde")]
+    pub task_lease: Duration,
 }
 
 impl Default for LifecycleConfig {
@@ -97,6 +101,7 @@ impl Default for LifecycleConfig {
             purge: PurgeConfig::default(),
             orphan: OrphanConfig::default(),
             sweep_interval: Duration::from_secs(600),
+            task_lease: Duration::from_secs(60),
         }
     }
 }
@@ -764,6 +769,9 @@ impl Config {
             bail!(
                 "invalid configuration: adoption.min_sync_interval must be positive and at most adoption.sync_interval"
             );
+        }
+        if self.lifecycle.task_lease < Duration::from_secs(3) {
+            bail!("invalid configuration: lifecycle.task_lease must be at least 3s (a heartbeat every third of it)");
         }
         if self.lifecycle.sweep_interval.is_zero() {
             bail!("invalid configuration: lifecycle.sweep_interval must be positive");

@@ -487,6 +487,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             min_interval: config.lifecycle.orphan.min_interval,
         })
         .with_adoption_defaults(config.adoption.defaults())
+        .with_migration_sources(Arc::new(icegate_store::sources::Sources))
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
@@ -547,6 +548,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         icegate_catalog::jobs::expire_snapshots::ExpireSnapshots::new(shared_catalog.clone(), job_metrics.clone());
     let orphans = icegate_catalog::jobs::orphans::RemoveOrphans::new(shared_catalog.clone(), job_metrics.clone());
     let adoption_sync = icegate_catalog::jobs::adopt::AdoptionSync::new(shared_catalog.clone());
+    let migration_run = icegate_catalog::jobs::migrate::MigrationRun::new(shared_catalog.clone());
     let maintenance_sweep = icegate_catalog::jobs::maintenance_sweep::MaintenanceSweep::new(shared_catalog);
     let app = icegate_api::app(
         catalog,
@@ -567,10 +569,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // Background work: this replica's workers on the shared task queue.
     let runner = std::sync::Arc::new(
         icegate_catalog::jobs::Runner::new(tasks.clone(), clock.clone())
+            .with_lease(config.lifecycle.task_lease)
             .with_metrics(job_metrics.clone())
             .with_job(std::sync::Arc::new(expiry))
             .with_job(std::sync::Arc::new(orphans))
             .with_job(std::sync::Arc::new(adoption_sync))
+            .with_job(std::sync::Arc::new(migration_run))
             .with_job(std::sync::Arc::new(maintenance_sweep))
             .every(
                 icegate_catalog::jobs::maintenance_sweep::KIND,

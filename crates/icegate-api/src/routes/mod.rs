@@ -11,6 +11,7 @@ pub mod config;
 pub mod holds;
 pub mod lifecycle;
 pub mod maintenance;
+pub mod migrations;
 pub mod namespaces;
 pub mod oauth;
 pub mod ops;

@@ -509,6 +509,9 @@ async fn every_operation_is_closed_to_strangers(app: TestApp) {
         (("POST", "/management/v1/warehouses/{name}/source-locations"), json!({"location": "file:///tmp/icegate-stranger-lake"})),
         (("POST", "/management/v1/warehouses/{name}/adoptions"), json!({"source": "file:///tmp/icegate-stranger-lake", "namespace": ["db"], "name": "t9"})),
         (("POST", "/management/v1/warehouses/{name}/adoptions/{id}/sync"), json!({})),
+        (("POST", "/management/v1/migrations"), json!({"source": {"type": "sql", "uri": "sqlite:////tmp/icegate-stranger.db", "catalog-name": "c"}, "target-warehouse": "default", "dry-run": true})),
+        (("POST", "/management/v1/migrations/{id}/rollback"), json!({})),
+        (("POST", "/management/v1/migrations/{id}/retire"), json!({})),
     ]
     .into_iter()
     .collect();

@@ -14,6 +14,7 @@ pub mod idempotency_expiry;
 pub mod lifecycle_sweep;
 pub mod location_expiry;
 pub mod maintenance_sweep;
+pub mod migrate;
 pub mod operators;
 pub mod orphans;
 pub mod purge;

@@ -61,8 +61,9 @@ pub enum SourceSpec {
         scope: Option<String>,
     },
     Sql {
-        /// The whole URI is sealed: a PostgreSQL URI holds its password.
-        uri: Secret,
+        /// The whole URI, sealed, when it holds a password (`None`: `shown` is all of it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<Secret>,
         /// What can be shown: the URI without its password.
         shown: String,
         #[serde(rename = "catalog-name")]
@@ -156,7 +157,11 @@ impl SourceRequest {
                 if catalog_name.is_empty() || catalog_name.len() > 255 {
                     return Err(CatalogError::bad_request("catalog-name is 1-255 characters"));
                 }
-                Ok(SourceSpec::Sql { shown: without_password(&uri), uri: cipher.seal(&uri)?, catalog_name })
+                let shown = without_password(&uri);
+                // A URI with a password (in its user part or its query) is sealed whole.
+                let secret = shown != uri || uri.to_ascii_lowercase().contains("password");
+                let sealed = if secret { Some(cipher.seal(&uri)?) } else { None };
+                Ok(SourceSpec::Sql { shown, uri: sealed, catalog_name })
             }
             Self::Glue { region, endpoint, catalog_id } => {
                 if region.is_empty() || !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
@@ -172,6 +177,15 @@ impl SourceRequest {
 }
 
 impl SourceSpec {
+    /// A SQL source's URI, opened (`None`: not a SQL source).
+    pub fn sql_uri(&self, cipher: &SecretCipher) -> Result<Option<String>> {
+        match self {
+            Self::Sql { uri: Some(sealed), .. } => cipher.open(sealed).map(Some),
+            Self::Sql { shown, .. } => Ok(Some(shown.clone())),
+            _ => Ok(None),
+        }
+    }
+
     /// The source as an answer shows it: no secret, sealed or not.
     pub fn redacted(&self) -> serde_json::Value {
         match self {
@@ -210,7 +224,11 @@ mod tests {
         let stored = serde_json::to_string(&sealed).unwrap();
         assert!(!stored.contains("hunter2"), "{stored}");
         let SourceSpec::Sql { uri, .. } = serde_json::from_str::<SourceSpec>(&stored).unwrap() else { panic!() };
-        assert_eq!(cipher().open(&uri).unwrap(), "postgresql+psycopg2://etl:hunter2@db:5432/catalog");
+        assert_eq!(cipher().open(&uri.unwrap()).unwrap(), "postgresql+psycopg2://etl:hunter2@db:5432/catalog");
+        // Nothing secret in a SQLite path: kept as it is, no key needed.
+        let file = request(serde_json::json!({ "type": "sql", "uri": "sqlite:////srv/cat.db", "catalog-name": "c" }));
+        let kept = file.seal(&SecretCipher::unconfigured()).unwrap();
+        assert_eq!(kept.sql_uri(&SecretCipher::unconfigured()).unwrap().as_deref(), Some("sqlite:////srv/cat.db"));
         let shown = sealed.redacted().to_string();
         assert!(!shown.contains("hunter2") && shown.contains("etl:***@db"), "{shown}");
 

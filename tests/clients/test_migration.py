@@ -1,0 +1,306 @@
+"""Migrating tables from a PyIceberg SqlCatalog (docs/migration.md), with real clients: PyIceberg
+writes the source (several snapshots, a partitioned table, namespace properties) into the SQL
+catalog on SQLite or PostgreSQL; a dry run plans and registers nothing; the run fences each table
+at the source, registers it at icegate and verifies it; PyIceberg then reads identical data from
+icegate, time travel to the first snapshot works, a writer still pointed at the source fails
+(fenced) and commits at icegate once switched; rollback hands the tables back with what icegate
+committed meanwhile, and the source's writers commit again; no file is touched. A run killed
+half-way (the source's row locked under its fence, the server killed) resumes on the next start."""
+
+import signal
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import DoubleType, LongType, NestedField, StringType
+
+from conftest import Server, database_url, psql
+from test_access_reviews import principal
+from test_audit import status_of
+from test_auth_clients import admin_call, admin_token, secured_env
+from test_lifecycle import admin_catalog, local, wait_for
+
+SCHEMA = Schema(
+    NestedField(1, "id", LongType(), required=False),
+    NestedField(2, "region", StringType(), required=False),
+    NestedField(3, "amount", DoubleType(), required=False),
+)
+SPEC = PartitionSpec(PartitionField(source_id=2, field_id=1000, transform=IdentityTransform(), name="region"))
+
+
+def batch(start, n, region):
+    ids = list(range(start, start + n))
+    return pa.table({"id": pa.array(ids, pa.int64()), "region": pa.array([region] * n),
+                     "amount": pa.array([i * 0.5 for i in ids])})
+
+
+def sorted_rows(table):
+    return sorted(zip(*(table.column(c).to_pylist() for c in ["id", "region", "amount"])))
+
+
+def files_below(root: Path):
+    return {str(p): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def source_db(tmp_path, backend):
+    """The SQL catalog's database: SQLite beside the icegate under test on SQLite, a PostgreSQL
+    database beside the one on PostgreSQL (icegate answers with the URI it opens)."""
+    if not backend:
+        path = tmp_path / "source-catalog.db"
+        yield f"sqlite:///{path}", f"sqlite:///{path}"
+        return
+    name = f"icegate_src_{uuid.uuid4().hex}"
+    psql(f"CREATE DATABASE {name}")
+    url = database_url(name)
+    try:
+        yield url.replace("postgres://", "postgresql+psycopg2://", 1), url.replace("postgres://", "postgresql://", 1)
+    finally:
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def source_catalog(uri, warehouse):
+    return SqlCatalog("legacy", uri=uri, warehouse=warehouse)
+
+
+def plan(server, token, source_uri, **extra):
+    body = {"source": {"type": "sql", "uri": source_uri, "catalog-name": "legacy"}, "target-warehouse": "default",
+            **extra}
+    return admin_call(server, token, "POST", "/management/v1/migrations", body)
+
+
+def migration(server, token, id):
+    return admin_call(server, token, "GET", f"/management/v1/migrations/{id}")
+
+
+def ended(server, token, id):
+    run = migration(server, token, id)
+    return run if run["state"] in ("completed", "failed") else None
+
+
+def write_source(catalog, root):
+    """sales.orders (partitioned, three snapshots), ops.events, and ops.elsewhere outside `root`."""
+    catalog.create_namespace("sales", {"owner": "finance", "comment": "orders and refunds"})
+    catalog.create_namespace("ops")
+    orders = catalog.create_table("sales.orders", schema=SCHEMA, partition_spec=SPEC)
+    orders.append(batch(0, 10, "eu"))
+    orders.append(batch(10, 5, "us"))
+    orders.append(batch(15, 7, "eu"))
+    events = catalog.create_table("ops.events", schema=SCHEMA)
+    events.append(batch(100, 3, "eu"))
+    elsewhere = catalog.create_table("ops.elsewhere", schema=SCHEMA, location=f"file://{root.parent / 'elsewhere'}")
+    elsewhere.append(batch(200, 1, "us"))
+
+
+def test_a_sql_catalog_moves_to_icegate_and_back_losing_nothing(tmp_path, backend, source_db):
+    server = Server(tmp_path, [], secured_env(backend)).start()
+    try:
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        writer_uri, source_uri = source_db
+        source = source_catalog(writer_uri, f"file://{root}/legacy")
+        write_source(source, root)
+        expected = sorted_rows(source.load_table("sales.orders").scan().to_arrow())
+        first_snapshot = source.load_table("sales.orders").history()[0].snapshot_id
+        # A writer that loaded the table before the move (it commits after it).
+        stale = source.load_table("sales.orders")
+        before = files_below(root)
+
+        # The dry run: the plan with its conflict, nothing registered, nothing fenced.
+        dry = plan(server, token, source_uri, **{"dry-run": True})
+        assert dry["state"] == "completed" and dry["tables"] == []
+        by_name = {p["source"]["name"]: p for p in dry["report"]["plan"]}
+        assert set(by_name) == {"orders", "events", "elsewhere"}
+        assert by_name["orders"]["moves"] and by_name["orders"]["snapshots"] == 3
+        assert not by_name["elsewhere"]["moves"] and "outside" in by_name["elsewhere"]["conflict"]
+        icegate = admin_catalog(server)
+        assert icegate.list_namespaces() == []
+        source.load_table("sales.orders").append(batch(22, 1, "us"))  # the source still takes commits
+        expected = sorted_rows(source.load_table("sales.orders").scan().to_arrow())
+        # The secret-free source is shown; no password could leak (none given on SQLite; PG: see docs).
+        assert dry["source"]["type"] == "sql"
+
+        # The run: 202, a task; ops maps to operations.
+        run = plan(server, token, source_uri, **{"namespace-mapping": {"ops": "operations"}})
+        assert run["state"] == "planned" and run["task-id"]
+        done = wait_for(lambda: ended(server, token, run["id"]), "the migration to end", 60)
+        states = {t["source-name"]: t for t in done["tables"]}
+        assert done["state"] == "completed", done
+        assert states["orders"]["state"] == "verified" and states["events"]["state"] == "verified"
+        assert states["elsewhere"]["state"] == "skipped"
+        checks = states["orders"]["report"]["checks"]
+        assert all(c["ok"] for c in checks.values()) and checks["data-files"]["detail"]["checked"] >= 3
+        # What moved is the newest commit the source acknowledged (made after the plan's dry run).
+        assert states["orders"]["moved-location"] == states["orders"]["planned-location"]
+
+        # icegate reads identical data, time travel works, namespace properties came along.
+        orders = icegate.load_table("sales.orders")
+        assert sorted_rows(orders.scan().to_arrow()) == expected
+        assert len(sorted_rows(orders.scan(snapshot_id=first_snapshot).to_arrow())) == 10
+        assert icegate.load_namespace_properties("sales")["owner"] == "finance"
+        assert len(icegate.load_table("operations.events").scan().to_arrow()) == 3
+        with pytest.raises(NoSuchTableError):
+            icegate.load_table("ops.elsewhere")
+
+        # A writer still at the source cannot commit there: a handle loaded before the move and a
+        # fresh load both fail, naming the fence.
+        with pytest.raises(FileNotFoundError, match="moved-to-icegate"):
+            stale.append(batch(500, 1, "eu"))
+        with pytest.raises(Exception, match="moved-to-icegate"):
+            source.load_table("sales.orders").scan().to_arrow()
+        # The elsewhere table, not moved, still takes commits at the source.
+        source.load_table("ops.elsewhere").append(batch(201, 1, "us"))
+        # Switched to icegate, the writer commits there.
+        orders.append(batch(1000, 4, "us"))
+        assert len(icegate.load_table("sales.orders").scan().to_arrow()) == len(expected) + 4
+
+        # Nothing but new files (icegate's commit) appeared; no file went or changed.
+        after = files_below(root)
+        assert all(after.get(p) == size for p, size in before.items())
+
+        # Rollback: icegate's commit goes back with the table; the source's writers commit again.
+        rolled = admin_call(server, token, "POST", f"/management/v1/migrations/{run['id']}/rollback", {})
+        assert rolled["state"] == "rolled-back"
+        back = {t["source-name"]: t for t in rolled["tables"]}
+        assert back["orders"]["state"] == "rolled-back"
+        assert back["orders"]["handed-back"] != back["orders"]["moved-location"]
+        assert back["events"]["handed-back"] == back["events"]["moved-location"]
+        with pytest.raises(NoSuchTableError):
+            icegate.load_table("sales.orders")
+        at_source = source.load_table("sales.orders")
+        assert len(at_source.scan().to_arrow()) == len(expected) + 4, "icegate's commit was handed back"
+        at_source.append(batch(2000, 2, "eu"))
+        assert len(source.load_table("sales.orders").scan().to_arrow()) == len(expected) + 6
+        final = files_below(root)
+        assert all(final.get(p) == size for p, size in after.items()), "rollback touched no file"
+
+        # A second run moves it again (the first is rolled back), and retire removes the
+        # source's entries for good.
+        again = plan(server, token, source_uri, tables=[["sales", "orders"]])
+        done = wait_for(lambda: ended(server, token, again["id"]), "the second migration", 60)
+        assert done["state"] == "completed", done
+        assert len(icegate.load_table("sales.orders").scan().to_arrow()) == len(expected) + 6
+        retired = admin_call(server, token, "POST", f"/management/v1/migrations/{again['id']}/retire")
+        assert [t["state"] for t in retired["tables"]] == ["retired"]
+        with pytest.raises(NoSuchTableError):
+            source.load_table("sales.orders")
+        assert status_of(server, token, "POST", f"/management/v1/migrations/{again['id']}/rollback", {}) == 409
+        assert len(icegate.load_table("sales.orders").scan().to_arrow()) == len(expected) + 6
+
+        listed = admin_call(server, token, "GET", "/management/v1/migrations")["migrations"]
+        assert [m["id"] for m in listed] == [dry["id"], run["id"], again["id"]]
+    finally:
+        server.stop()
+
+
+def test_who_may_migrate_and_what_a_crafted_source_cannot_reach(tmp_path):
+    server = Server(tmp_path, [], secured_env({})).start()
+    try:
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        db = tmp_path / "crafted.db"
+        source = source_catalog(f"sqlite:///{db}", f"file://{root}/legacy")
+        source.create_namespace("db")
+        victim = admin_catalog(server)
+        victim.create_namespace("prod")
+        secret = victim.create_table("prod.secret", schema=SCHEMA)
+        secret.append(batch(0, 2, "eu"))
+        # A crafted source entry pointing at another table's metadata (inside the root), one at
+        # a file outside it, and one at a server file.
+        mine = source.create_table("db.mine", schema=SCHEMA)
+        con = sqlite3.connect(db)
+        con.execute("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) "
+                    "VALUES ('legacy', 'db', 'stolen', ?)", (secret.metadata_location,))
+        con.execute("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) "
+                    "VALUES ('legacy', 'db', 'passwd', 'file:///etc/passwd')")
+        con.commit()
+        con.close()
+        uri = f"sqlite:///{db}"
+
+        # A warehouse admin (not a server admin) may not open a SQL source; a stranger sees nothing.
+        wh_admin, _ = principal(server, token, "wh-admin", "wh-admins", "admin", {"type": "warehouse", "warehouse": "default"})
+        assert status_of(server, wh_admin, "POST", "/management/v1/migrations",
+                         {"source": {"type": "sql", "uri": uri, "catalog-name": "legacy"},
+                          "target-warehouse": "default"}) == 403
+        creator, _ = principal(server, token, "creator", "creators", "create", {"type": "warehouse", "warehouse": "default"})
+        assert status_of(server, creator, "POST", "/management/v1/migrations",
+                         {"source": {"type": "sql", "uri": uri, "catalog-name": "legacy"},
+                          "target-warehouse": "default"}) in (403, 404)
+
+        run = plan(server, token, uri)
+        done = wait_for(lambda: ended(server, token, run["id"]), "the migration", 60)
+        states = {t["source-name"]: t for t in done["tables"]}
+        assert states["mine"]["state"] == "verified"
+        assert states["passwd"]["state"] == "skipped" and "outside" in states["passwd"]["error"]
+        # Another table's metadata cannot be registered a second time (its location is taken):
+        # the registration fails and the crafted entry is restored as it was.
+        assert states["stolen"]["state"] == "failed", states["stolen"]
+        con = sqlite3.connect(db)
+        (location,) = con.execute("SELECT metadata_location FROM iceberg_tables WHERE table_name = 'stolen'").fetchone()
+        assert location == secret.metadata_location
+        assert victim.load_table("prod.secret").metadata_location == secret.metadata_location
+        # A principal without admin on the warehouse cannot read the run (it sees the warehouse:
+        # 403), nor list runs.
+        assert status_of(server, creator, "GET", f"/management/v1/migrations/{run['id']}") == 403
+        assert status_of(server, creator, "GET", "/management/v1/migrations") == 403
+        assert status_of(server, wh_admin, "GET", f"/management/v1/migrations/{run['id']}") == 200
+    finally:
+        server.stop()
+
+
+def test_a_run_killed_half_way_resumes(tmp_path):
+    """PostgreSQL source: the second table's row is locked, so the run stops at its fence; the
+    server is killed there, the lock released (the fence then lands with no one to record it),
+    and the next start takes the run up and finishes it, each table registered once."""
+    name = f"icegate_src_{uuid.uuid4().hex}"
+    psql(f"CREATE DATABASE {name}")
+    server = None
+    try:
+        url = database_url(name)
+        env = secured_env({}, ICEGATE__LIFECYCLE__TASK_LEASE="3s")
+        server = Server(tmp_path, [], env).start()
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        source = source_catalog(url.replace("postgres://", "postgresql+psycopg2://", 1), f"file://{root}/legacy")
+        source.create_namespace("db")
+        for table in ["a", "b", "c"]:
+            source.create_table(f"db.{table}", schema=SCHEMA).append(batch(0, 3, "eu"))
+        import psycopg2
+
+        lock = psycopg2.connect(url)
+        cur = lock.cursor()
+        cur.execute("SELECT 1 FROM iceberg_tables WHERE table_name = 'b' FOR UPDATE")
+        run = plan(server, token, url.replace("postgres://", "postgresql://", 1))
+
+        def first_verified():
+            tables = {t["source-name"]: t["state"] for t in migration(server, token, run["id"])["tables"]}
+            return tables if tables["a"] == "verified" else None
+
+        wait_for(first_verified, "the first table to move", 60)
+        server.stop(signal.SIGKILL)
+        lock.rollback()
+        lock.close()
+        server = Server(tmp_path, [], env).start()
+        token = admin_token(server)
+        done = wait_for(lambda: ended(server, token, run["id"]), "the resumed run", 90)
+        assert done["state"] == "completed", done
+        assert [t["state"] for t in done["tables"]] == ["verified"] * 3
+        # The task was taken up again after the kill (its first attempt died at b's fence).
+        task = admin_call(server, token, "GET", f"/management/v1/tasks/{run['task-id']}")
+        assert task["state"] == "done" and task["attempts"] == 2, task
+        icegate = admin_catalog(server)
+        for table in ["a", "b", "c"]:
+            assert len(icegate.load_table(f"db.{table}").scan().to_arrow()) == 3
+        with pytest.raises(Exception, match="moved-to-icegate"):
+            source.load_table("db.b").scan().to_arrow()
+    finally:
+        if server:
+            server.stop()
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
