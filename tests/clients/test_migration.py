@@ -7,6 +7,9 @@ icegate, time travel to the first snapshot works, a writer still pointed at the 
 committed meanwhile, and the source's writers commit again; no file is touched. A run killed
 half-way (the source's row locked under its fence, the server killed) resumes on the next start."""
 
+import base64
+import json
+import os
 import signal
 import sqlite3
 import uuid
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyiceberg.catalog import load_catalog
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -304,3 +308,62 @@ def test_a_run_killed_half_way_resumes(tmp_path):
         if server:
             server.stop()
         psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_a_second_icegate_as_the_rest_source(tmp_path):
+    """A REST catalog source (a second icegate): its tables are released with unregisterTable,
+    registered here, verified; its clients then find no table there; rollback registers the
+    table at the source again with what was committed here; the credential is never shown."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "dst").mkdir()
+    source_server = Server(tmp_path / "src", [], secured_env({})).start()
+    key = base64.b64encode(os.urandom(32)).decode()
+    target = Server(tmp_path / "dst", [], secured_env({}, ICEGATE__SECRETS__ENCRYPTION_KEY=key)).start()
+    try:
+        source_token = admin_token(source_server)
+        root = admin_call(source_server, source_token, "GET", "/management/v1/warehouses/default")["storage-root"]
+        source = admin_catalog(source_server)
+        source.create_namespace("sales", {"owner": "finance"})
+        orders = source.create_table("sales.orders", schema=SCHEMA, partition_spec=SPEC)
+        for start, region in [(0, "eu"), (10, "us"), (20, "eu")]:
+            orders.append(batch(start, 5, region))
+        first_snapshot = source.load_table("sales.orders").history()[0].snapshot_id
+        expected = sorted_rows(source.load_table("sales.orders").scan().to_arrow())
+
+        token = admin_token(target)
+        # The target warehouse's storage is where the source keeps its tables.
+        admin_call(target, token, "POST", "/management/v1/warehouses", {"name": "migrated", "storage-root": root})
+        secret = "bootstrap-secret-0123456789"
+        body = {"source": {"type": "rest", "uri": source_server.uri, "warehouse": "default",
+                           "credential": f"bootstrap-admin:{secret}"},
+                "target-warehouse": "migrated"}
+        dry = admin_call(target, token, "POST", "/management/v1/migrations", {**body, "dry-run": True})
+        assert [p["moves"] for p in dry["report"]["plan"]] == [True]
+        run = admin_call(target, token, "POST", "/management/v1/migrations", body)
+        done = wait_for(lambda: ended(target, token, run["id"]), "the REST migration", 60)
+        assert done["state"] == "completed", done
+        assert done["source"]["credential"] == "***"
+        shown = json.dumps(admin_call(target, token, "GET", "/management/v1/migrations")) + json.dumps(done)
+        assert secret not in shown and secret not in target.logs()
+
+        here = load_catalog("t", type="rest", uri=target.uri, warehouse="migrated",
+                            credential="bootstrap-admin:bootstrap-secret-0123456789")
+        table = here.load_table("sales.orders")
+        assert sorted_rows(table.scan().to_arrow()) == expected
+        assert len(table.scan(snapshot_id=first_snapshot).to_arrow()) == 5
+        assert here.load_namespace_properties("sales")["owner"] == "finance"
+        with pytest.raises(NoSuchTableError):
+            source.load_table("sales.orders")
+        table.append(batch(100, 2, "us"))
+
+        rolled = admin_call(target, token, "POST", f"/management/v1/migrations/{run['id']}/rollback", {})
+        assert rolled["state"] == "rolled-back"
+        with pytest.raises(NoSuchTableError):
+            here.load_table("sales.orders")
+        back = source.load_table("sales.orders")
+        assert len(back.scan().to_arrow()) == len(expected) + 2, "the commit made here went back"
+        back.append(batch(200, 1, "eu"))
+        assert len(source.load_table("sales.orders").scan().to_arrow()) == len(expected) + 3
+    finally:
+        target.stop()
+        source_server.stop()

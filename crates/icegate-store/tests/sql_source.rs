@@ -117,14 +117,14 @@ async fn source_catalog(backend: TestBackend) {
     assert_eq!(other, "file:///elsewhere/x.metadata.json");
 
     // Undone, the table is where it was, with its previous location; found by the fence alone.
-    assert!(source.unfence(&fenced, m2, Some(m1)).await.unwrap());
-    assert!(!source.unfence(&fenced, m2, Some(m1)).await.unwrap(), "restored already");
+    assert!(source.unfence((&eu[..], "orders"), &fenced, m2, Some(m1)).await.unwrap());
+    assert!(!source.unfence((&eu[..], "orders"), &fenced, m2, Some(m1)).await.unwrap(), "restored already");
     let back = source.tables(&eu).await.unwrap();
     assert_eq!(back[0].metadata_location.as_deref(), Some(m2));
     // Fenced again and retired: the entry is gone, the view and the other catalog stay.
     source.fence(&eu, "orders", m2, &fenced).await.unwrap();
-    assert!(source.retire(&fenced).await.unwrap());
-    assert!(!source.retire(&fenced).await.unwrap());
+    assert!(source.retire((&eu[..], "orders"), &fenced).await.unwrap());
+    assert!(!source.retire((&eu[..], "orders"), &fenced).await.unwrap());
     let left: Vec<String> = source.tables(&eu).await.unwrap().into_iter().map(|t| t.name).collect();
     assert_eq!(left, ["recent"]);
     raw.close().await;

@@ -119,7 +119,8 @@ impl Migrations<'_> {
             }
             TableState::Fenced => {
                 let location = table.fenced_location.clone().unwrap_or_default();
-                source.unfence(&fenced_location(&location, &table.id), &location, previous.as_deref()).await?;
+                let named = (&table.source_namespace[..], table.source_name.as_str());
+                source.unfence(named, &fenced_location(&location, &table.id), &location, previous.as_deref()).await?;
                 let step = Step { handed_back: Some(location), ..Step::default() };
                 queue
                     .step_migration_table(
@@ -157,7 +158,8 @@ impl Migrations<'_> {
                 // The source's previous location: what the fence found before it, when the
                 // table comes back as it went; the file it went with, when icegate moved it on.
                 let before = if back == location { previous } else { Some(location.clone()) };
-                source.unfence(&fenced_location(&location, &table.id), &back, before.as_deref()).await?;
+                let named = (&table.source_namespace[..], table.source_name.as_str());
+                source.unfence(named, &fenced_location(&location, &table.id), &back, before.as_deref()).await?;
                 let step = Step { handed_back: Some(back), ..Step::default() };
                 let moved = (table.state, TableState::RolledBack);
                 queue.step_migration_table(&ctx.write(), &table.id, moved, &step, now).await?;
@@ -214,7 +216,8 @@ impl Migrations<'_> {
         let queue = self.queue()?;
         for table in view.tables.iter().filter(|t| t.state == TableState::Verified) {
             let location = table.fenced_location.clone().unwrap_or_default();
-            source.retire(&fenced_location(&location, &table.id)).await?;
+            let named = (&table.source_namespace[..], table.source_name.as_str());
+            source.retire(named, &fenced_location(&location, &table.id)).await?;
             let step = (TableState::Verified, TableState::Retired);
             queue.step_migration_table(&ctx.write(), &table.id, step, &Step::default(), self.clock().now_ms()).await?;
         }

@@ -94,7 +94,10 @@ impl Migrations<'_> {
     ) -> Result<Option<MigrationTable>> {
         let ours = format!("{FENCE_SUFFIX}{}", table.id);
         let found = source.tables(&table.source_namespace).await?.into_iter().find(|t| t.name == table.source_name);
-        let Some(mut current) = found.and_then(|t| t.metadata_location) else {
+        // Not listed: gone, or released by this very fence before a kill (a source that
+        // releases tables answers the repeated release as it answered the first).
+        let Some(mut current) = found.and_then(|t| t.metadata_location).or_else(|| table.planned_location.clone())
+        else {
             return self.fail(ctx, table, "the table is gone from the source".into()).await;
         };
         let root = warehouse.storage_root.as_str();
@@ -138,6 +141,24 @@ impl Migrations<'_> {
                     )));
                 }
                 Fence::Gone => return self.fail(ctx, table, "the table is gone from the source".into()).await,
+                Fence::Released { at } => {
+                    if location_inside(root, &at).is_err() {
+                        // Given back at once: icegate would not hold it there.
+                        let named = (&table.source_namespace[..], table.source_name.as_str());
+                        source.unfence(named, &fenced_location(&at, &table.id), &at, None).await?;
+                        return self
+                            .fail(
+                                ctx,
+                                table,
+                                format!(
+                                    "the source's last metadata {at} lies outside the target warehouse's storage \
+                                     root {root}; the table was registered at the source again"
+                                ),
+                            )
+                            .await;
+                    }
+                    break at;
+                }
             }
         };
         let fenced = fenced_location(&expected, &table.id);
@@ -153,7 +174,8 @@ impl Migrations<'_> {
         let stepped = self.step(ctx, table, TableState::Fenced, &step).await?;
         if stepped.is_none() {
             // Another hand (a rollback) took the table meanwhile: the source is as it was.
-            source.unfence(&fenced, &expected, previous.as_deref()).await?;
+            let named = (&table.source_namespace[..], table.source_name.as_str());
+            source.unfence(named, &fenced, &expected, previous.as_deref()).await?;
         }
         Ok(stepped)
     }
@@ -250,7 +272,8 @@ impl Migrations<'_> {
         why: String,
     ) -> Result<Option<MigrationTable>> {
         let previous = table.fence.as_ref().and_then(|f| f["previous"].as_str()).map(str::to_owned);
-        source.unfence(&fenced_location(location, &table.id), location, previous.as_deref()).await?;
+        let named = (&table.source_namespace[..], table.source_name.as_str());
+        source.unfence(named, &fenced_location(location, &table.id), location, previous.as_deref()).await?;
         self.fail(ctx, table, format!("icegate refused the registration ({why}); the source was restored")).await
     }
 

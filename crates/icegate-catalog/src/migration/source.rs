@@ -32,6 +32,10 @@ pub enum Fence {
     Moved { now: String },
     /// The table is gone from the source.
     Gone,
+    /// The source let the table go (a REST catalog's unregisterTable: no writer finds it
+    /// there any more); `at` is its last metadata location, which is what moves (newer than
+    /// `expected` when a commit came in between).
+    Released { at: String },
 }
 
 /// A catalog tables are migrated from.
@@ -45,9 +49,13 @@ pub trait SourceCatalog: Send + Sync {
     /// Moves the table's current metadata location from `expected` to `fenced` (a location
     /// that never exists: every writer's next commit fails there, naming it).
     async fn fence(&self, namespace: &[String], name: &str, expected: &str, fenced: &str) -> Result<Fence>;
-    /// Undoes a fence: the entry at `fenced` points at `back` again (with `previous` as its
-    /// previous location); `false` when no entry is at `fenced` (restored already, or gone).
-    async fn unfence(&self, fenced: &str, back: &str, previous: Option<&str>) -> Result<bool>;
-    /// Removes the fenced entry for good; `false` when none is at `fenced`.
-    async fn retire(&self, fenced: &str) -> Result<bool>;
+    /// Undoes a fence: the entry of `table` (namespace, name) at `fenced` points at `back`
+    /// again (with `previous` as its previous location); `false` when no entry is at `fenced`
+    /// (restored already, or gone). A source that released the table registers it again at
+    /// `back`.
+    async fn unfence(&self, table: (&[String], &str), fenced: &str, back: &str, previous: Option<&str>)
+    -> Result<bool>;
+    /// Removes the fenced entry for good; `false` when none is at `fenced` (a released table
+    /// has none).
+    async fn retire(&self, table: (&[String], &str), fenced: &str) -> Result<bool>;
 }

@@ -1,5 +1,7 @@
-//! Catalogs a migration moves tables from (issue 35): the JDBC/SQL catalog, reached over SQL.
+//! Catalogs a migration moves tables from (issue 35): the JDBC/SQL catalog, reached over SQL,
+//! and Iceberg REST catalogs.
 
+mod rest;
 mod sql;
 
 use std::sync::Arc;
@@ -10,6 +12,7 @@ use icegate_catalog::migration::source::SourceCatalog;
 use icegate_catalog::migration::spec::SourceSpec;
 use icegate_catalog::storage::SecretCipher;
 use icegate_catalog::{CatalogError, Result};
+pub use rest::RestSource;
 pub use sql::{SqlSource, connection_url};
 
 /// Opens the sources this build reaches.
@@ -24,8 +27,18 @@ impl SourceConnector for Sources {
                 let uri = spec.sql_uri(cipher)?.unwrap_or_default();
                 Ok(Arc::new(SqlSource::connect(&uri, catalog_name).await?))
             }
-            SourceSpec::Rest { .. } => {
-                Err(CatalogError::bad_request("REST catalogs are not a migration source in this release"))
+            SourceSpec::Rest { uri, warehouse, credential, token, scope } => {
+                let credential = credential.as_ref().map(|c| cipher.open(c)).transpose()?;
+                let token = token.as_ref().map(|t| cipher.open(t)).transpose()?;
+                let source = RestSource::connect(
+                    uri,
+                    warehouse.as_deref(),
+                    credential.as_deref(),
+                    token.as_deref(),
+                    scope.as_deref(),
+                )
+                .await?;
+                Ok(Arc::new(source))
             }
             SourceSpec::Glue { .. } => Err(CatalogError::bad_request("Glue is not a migration source in this release")),
         }

@@ -177,7 +177,13 @@ impl SourceCatalog for SqlSource {
         Err(CatalogError::Unavailable(format!("{namespace}.{name} kept changing at the source while it was fenced")))
     }
 
-    async fn unfence(&self, fenced: &str, back: &str, previous: Option<&str>) -> Result<bool> {
+    async fn unfence(
+        &self,
+        _table: (&[String], &str),
+        fenced: &str,
+        back: &str,
+        previous: Option<&str>,
+    ) -> Result<bool> {
         let updated = sqlx::query(
             "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
              WHERE catalog_name = $3 AND metadata_location = $4",
@@ -193,7 +199,7 @@ impl SourceCatalog for SqlSource {
         Ok(updated > 0)
     }
 
-    async fn retire(&self, fenced: &str) -> Result<bool> {
+    async fn retire(&self, _table: (&[String], &str), fenced: &str) -> Result<bool> {
         let deleted = sqlx::query("DELETE FROM iceberg_tables WHERE catalog_name = $1 AND metadata_location = $2")
             .bind(&self.catalog)
             .bind(fenced)
