@@ -7,6 +7,7 @@
 //! id and profile version, so a profile update takes effect on the next request.
 
 pub mod archive;
+pub mod glue;
 mod local;
 mod policy;
 mod s3;

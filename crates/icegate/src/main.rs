@@ -3,6 +3,7 @@
 
 mod config;
 mod server;
+mod sources;
 
 use icegate_catalog::store::prelude::*;
 use std::sync::Arc;
@@ -487,7 +488,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             min_interval: config.lifecycle.orphan.min_interval,
         })
         .with_adoption_defaults(config.adoption.defaults())
-        .with_migration_sources(Arc::new(icegate_store::sources::Sources))
+        .with_migration_sources(Arc::new(sources::Sources))
         .with_public_url(config.server.public_url.clone())
         .with_namespace_separator(
             config.catalog.namespace_separator.chars().next().unwrap_or(icegate_api::UNIT_SEPARATOR),
