@@ -12,7 +12,10 @@ import json
 import os
 import signal
 import sqlite3
+import urllib.error
+import urllib.parse
 import uuid
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -367,3 +370,169 @@ def test_a_second_icegate_as_the_rest_source(tmp_path):
     finally:
         target.stop()
         source_server.stop()
+
+
+def avro_bomb(original: bytes, inflated: int) -> bytes:
+    """`original` (an Avro container) with its records replaced by one deflate block of zeros
+    that inflates to `inflated` bytes."""
+    def read_long(b, i):
+        shift = value = 0
+        while True:
+            c = b[i]
+            i += 1
+            value |= (c & 0x7F) << shift
+            shift += 7
+            if not c & 0x80:
+                return (value >> 1) ^ -(value & 1), i
+
+    def long(n):
+        n = (n << 1) ^ (n >> 63)
+        out = bytearray()
+        while n & ~0x7F:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+        return bytes(out)
+
+    i, meta = 4, {}
+    while True:
+        count, i = read_long(original, i)
+        if count == 0:
+            break
+        if count < 0:
+            count = -count
+            _, i = read_long(original, i)
+        for _ in range(count):
+            n, i = read_long(original, i)
+            key = original[i:i + n]
+            i += n
+            n, i = read_long(original, i)
+            meta[key] = original[i:i + n]
+            i += n
+    sync = original[i:i + 16]
+    meta[b"avro.codec"] = b"deflate"
+    out = bytearray(b"Obj\x01") + long(len(meta))
+    for key, value in meta.items():
+        out += long(len(key)) + key + long(len(value)) + value
+    out += long(0) + sync
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data = b"".join(compressor.compress(b"\0" * (1 << 20)) for _ in range(inflated >> 20)) + compressor.flush()
+    return bytes(out + long(1) + long(len(data)) + data + sync)
+
+
+def test_what_the_attack_round_found_stays_fixed(tmp_path):
+    """docs/security.md, "Migrating from another catalog": a broken table fails alone and can be
+    rolled back (the run never sticks), a manifest list that inflates to 1 GiB is refused
+    unparsed, a namespace 2,000 levels deep is refused at once, the source's lifecycle policy is
+    not carried, and retire and rollback touch only the migrated table's own row."""
+    server = Server(tmp_path, [], secured_env({})).start()
+    try:
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        db = tmp_path / "source.db"
+        source = source_catalog(f"sqlite:///{db}", f"file://{root}/legacy")
+        source.create_namespace("team", {"owner": "ops", "lifecycle.soft-delete.hold": "0s"})
+        for name in ["good", "broken", "bomb"]:
+            source.create_table(f"team.{name}", schema=SCHEMA).append(batch(0, 3, "eu"))
+        broken_list = Path(urllib.parse.urlsplit(
+            source.load_table("team.broken").current_snapshot().manifest_list).path)
+        broken_list.unlink()
+        bomb_list = Path(urllib.parse.urlsplit(source.load_table("team.bomb").current_snapshot().manifest_list).path)
+        bomb_list.write_bytes(avro_bomb(bomb_list.read_bytes(), 1 << 30))
+        uri = f"sqlite:///{db}"
+
+        dry = plan(server, token, uri, **{"dry-run": True})
+        assert dry["report"]["plan"][0]["namespace-properties-left-out"] == ["lifecycle.soft-delete.hold"]
+        run = plan(server, token, uri)
+        done = wait_for(lambda: ended(server, token, run["id"]), "the migration", 60)
+        states = {t["source-name"]: t for t in done["tables"]}
+        assert done["state"] == "failed"
+        assert states["good"]["state"] == "verified"
+        assert states["broken"]["state"] == "failed" and "does not exist" in states["broken"]["error"]
+        assert states["bomb"]["state"] == "failed" and "avro" in states["bomb"]["error"].lower()
+        properties = admin_catalog(server).load_namespace_properties("team")
+        assert properties["owner"] == "ops" and "lifecycle.soft-delete.hold" not in properties
+
+        # A row elsewhere set to the good table's fenced string is not the good table.
+        con = sqlite3.connect(db)
+        (fenced,) = con.execute("SELECT metadata_location FROM iceberg_tables WHERE table_name = 'good'").fetchone()
+        con.execute("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) "
+                    "VALUES ('legacy', 'other', 'decoy', ?)", (fenced,))
+        con.commit()
+        # The failed run rolls back: the failed tables go back to the source as they were.
+        rolled = admin_call(server, token, "POST", f"/management/v1/migrations/{run['id']}/rollback",
+                            {"tables": [["team", "broken"], ["team", "bomb"]]})
+        assert {t["source-name"]: t["state"] for t in rolled["tables"]} == {
+            "good": "verified", "broken": "rolled-back", "bomb": "rolled-back"}
+        assert source.load_table("team.broken").metadata_location == states["broken"]["moved-location"]
+        retired = admin_call(server, token, "POST", f"/management/v1/migrations/{run['id']}/retire")
+        assert [t["state"] for t in retired["tables"] if t["source-name"] == "good"] == ["retired"]
+        rows = dict(con.execute("SELECT table_name, metadata_location FROM iceberg_tables").fetchall())
+        assert "good" not in rows and rows["decoy"] == fenced, "retire removed only the migrated table's row"
+        con.close()
+        assert server.process.poll() is None, "the server survived the bomb"
+
+        # A namespace 2,000 levels deep is refused before it costs anything.
+        deep = tmp_path / "deep.db"
+        SqlCatalog("legacy", uri=f"sqlite:///{deep}", warehouse=f"file://{root}/deep").create_namespace("x")
+        con = sqlite3.connect(deep)
+        con.execute("INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, metadata_location) "
+                    "VALUES ('legacy', ?, 't', 'file:///nowhere')", (".".join(["a"] * 2000),))
+        con.commit()
+        con.close()
+        status, answer = status_and_body(server, token, "POST", "/management/v1/migrations",
+                                         {"source": {"type": "sql", "uri": f"sqlite:///{deep}", "catalog-name": "legacy"},
+                                          "target-warehouse": "default", "dry-run": True})
+        assert status == 400 and "deeper than" in answer["error"]["message"]
+    finally:
+        server.stop()
+
+
+def status_and_body(server, token, method, path, body=None):
+    try:
+        return 200, admin_call(server, token, method, path, body)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_a_run_whose_task_is_cancelled_can_be_rolled_back(tmp_path):
+    """A PostgreSQL source row held by a writer's open transaction: the fence waits (at most
+    lock_timeout), the operator cancels the task, and the run, no longer moving, is rolled back."""
+    name = f"icegate_src_{uuid.uuid4().hex}"
+    psql(f"CREATE DATABASE {name}")
+    server = Server(tmp_path, [], secured_env({})).start()
+    try:
+        import psycopg2
+
+        url = database_url(name)
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        source = source_catalog(url.replace("postgres://", "postgresql+psycopg2://", 1), f"file://{root}/legacy")
+        source.create_namespace("db")
+        source.create_table("db.held", schema=SCHEMA).append(batch(0, 3, "eu"))
+        lock = psycopg2.connect(url)
+        lock.cursor().execute("SELECT 1 FROM iceberg_tables WHERE table_name = 'held' FOR UPDATE")
+        run = plan(server, token, url.replace("postgres://", "postgresql://", 1))
+        wait_for(lambda: migration(server, token, run["id"])["state"] == "running", "the run to start", 30)
+        assert status_of(server, token, "POST", f"/management/v1/migrations/{run['id']}/rollback", {}) == 409
+        admin_call(server, token, "POST", f"/management/v1/tasks/{run['task-id']}/cancel")
+        rolled = admin_call(server, token, "POST", f"/management/v1/migrations/{run['id']}/rollback", {})
+        assert rolled["state"] == "rolled-back" and rolled["report"]["previous"]["ended"].startswith("its task ended")
+        lock.rollback()
+        lock.close()
+        # The fence that waited on the lock lands now; the run's worker, finding the table rolled
+        # back, undoes it as soon as it returns (a rollback repeated would too).
+        def restored():
+            try:
+                return source.load_table("db.held").metadata_location.endswith(".json")
+            except FileNotFoundError:
+                return False
+
+        wait_for(restored, "the source to be restored", 30)
+        admin_call(server, token, "POST", f"/management/v1/migrations/{run['id']}/rollback", {})
+        # The source is as it was: its writers commit.
+        source.load_table("db.held").append(batch(3, 1, "eu"))
+        assert len(source.load_table("db.held").scan().to_arrow()) == 4
+    finally:
+        server.stop()
+        psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

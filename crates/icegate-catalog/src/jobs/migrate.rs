@@ -41,7 +41,10 @@ impl Job for MigrationRun {
         match migration.state {
             RunState::Planned => {
                 let moved = (RunState::Planned, RunState::Running);
-                if !queue.set_migration_state(&ctx.write(), &id, moved, None, run.now_ms()).await? {
+                // The run names its task (what a rollback asks whether the run still moves).
+                let mut report = migration.report.clone();
+                report["task-id"] = json!(run.task().id);
+                if !queue.set_migration_state(&ctx.write(), &id, moved, Some(&report), run.now_ms()).await? {
                     return Ok(json!({ "skipped": "the migration was rolled back before it ran" }));
                 }
             }
@@ -59,7 +62,7 @@ impl Job for MigrationRun {
             if run.stopping() {
                 return Err(CatalogError::Unavailable("the task is stopping; the run resumes where it is".into()));
             }
-            let ended = migrations.advance(&ctx, &warehouse, &source, table).await?;
+            let ended = migrations.advance(&ctx, &warehouse, &source, table, &|| run.stopping()).await?;
             *states.entry(ended.state.as_str()).or_default() += 1;
             let done = i64::try_from(index + 1).unwrap_or(i64::MAX);
             run.save(Progress { done, total: Some(total), bytes: 0 }, None).await?;
@@ -67,6 +70,7 @@ impl Job for MigrationRun {
         let failed = states.get(TableState::Failed.as_str()).copied().unwrap_or(0);
         let end = if failed == 0 { RunState::Completed } else { RunState::Failed };
         let mut report = migration.report.clone();
+        report["task-id"] = json!(run.task().id);
         report["result"] = json!(states);
         report["ended-at"] = json!(run.now_ms());
         queue.set_migration_state(&ctx.write(), &id, (RunState::Running, end), Some(&report), run.now_ms()).await?;

@@ -189,8 +189,11 @@ impl Migrations<'_> {
             updated_at_ms: now,
         };
         // A dry run records the run and its plan, and no table (it holds no source object).
-        let tables: Vec<MigrationTable> =
-            if request.dry_run { Vec::new() } else { planned.iter().map(|t| t.record(&id, now)).collect() };
+        let tables: Vec<MigrationTable> = if request.dry_run {
+            Vec::new()
+        } else {
+            planned.iter().map(|t| t.record(&id, &spec.identity(), now)).collect()
+        };
         queue.create_migration(&ctx.write(), &migration, &tables).await?;
         let task_id = if request.dry_run || moving == 0 { None } else { Some(self.queue_run(&warehouse, &id).await?) };
         if let Some(task) = &task_id {

@@ -30,8 +30,11 @@ pub struct PlannedTable {
     pub snapshots: usize,
     /// Why it does not move (`None`: it moves).
     pub conflict: Option<String>,
-    /// The source's namespace properties, carried to the target namespace.
+    /// The source's namespace properties, carried to the target namespace when the run makes it.
     pub namespace_properties: BTreeMap<String, String>,
+    /// Keys of the source's namespace properties not carried: policy the catalog's
+    /// administrators set (`lifecycle.*`), never a source's.
+    pub left_out: Vec<String>,
 }
 
 impl PlannedTable {
@@ -46,15 +49,18 @@ impl PlannedTable {
             "snapshots": self.snapshots,
             "moves": self.conflict.is_none(),
             "conflict": self.conflict,
+            "namespace-properties": self.namespace_properties,
+            "namespace-properties-left-out": self.left_out,
         })
     }
 
-    pub(super) fn record(&self, migration_id: &str, now_ms: i64) -> MigrationTable {
+    /// The table as the run records it; `source`: the source catalog's identity.
+    pub(super) fn record(&self, migration_id: &str, source: &str, now_ms: i64) -> MigrationTable {
         MigrationTable {
             id: self.id.clone(),
             migration_id: migration_id.to_owned(),
             kind: self.source.kind.clone(),
-            source_key: source_key(&self.source),
+            source_key: source_key(source, &self.source),
             source_namespace: self.source.namespace.clone(),
             source_name: self.source.name.clone(),
             target_namespace: self.target_namespace.clone(),
@@ -72,9 +78,10 @@ impl PlannedTable {
     }
 }
 
-/// The source object's identity: one live migration of it at a time.
-fn source_key(table: &SourceTable) -> String {
-    json!([table.namespace, table.name]).to_string()
+/// The source object's identity (its catalog's, its namespace, its name): one live migration
+/// of it at a time.
+fn source_key(source: &str, table: &SourceTable) -> String {
+    json!([source, table.namespace, table.name]).to_string()
 }
 
 /// The namespaces the plan creates at the target (each with its source's properties).
@@ -193,6 +200,8 @@ impl Migrations<'_> {
         let mut planned = Vec::with_capacity(selected.len());
         for (table, properties) in selected {
             let target_namespace = mapped(&table.namespace, &selection.namespace_mapping);
+            let (left_out, carried): (BTreeMap<String, String>, BTreeMap<String, String>) =
+                properties.clone().into_iter().partition(|(key, _)| crate::lifecycle::is_policy_key(key));
             let mut entry = PlannedTable {
                 id: uuid::Uuid::now_v7().to_string(),
                 source: table.clone(),
@@ -202,7 +211,8 @@ impl Migrations<'_> {
                 current_snapshot_id: None,
                 snapshots: 0,
                 conflict: None,
-                namespace_properties: properties.clone(),
+                namespace_properties: carried,
+                left_out: left_out.into_keys().collect(),
             };
             entry.conflict = self.conflict(warehouse, &mut entry).await?;
             if entry.conflict.is_none() && !targets.insert((target_namespace, table.name.clone())) {
@@ -222,7 +232,7 @@ impl Migrations<'_> {
             return Ok(Some("the source holds no metadata location for it".into()));
         };
         let root = warehouse.storage_root.as_str();
-        if location_inside(root, &metadata_location).is_err() {
+        if location_inside(root, &metadata_location).is_err() || metadata_location.ends_with('/') {
             return Ok(Some(format!(
                 "its metadata file {metadata_location} lies outside the target warehouse's storage root {root}"
             )));
@@ -248,7 +258,8 @@ impl Migrations<'_> {
                     CatalogError::bad_request(format!("invalid table metadata file {metadata_location}: {e}"))
                 })
             }),
-            Err(CatalogError::Unavailable(why)) => return Err(CatalogError::Unavailable(why)),
+            // Whatever keeps one table's file from being read (a transient outage included) is
+            // that table's conflict: the plan goes on with the others.
             Err(e) => Err(e),
         };
         let light = match light {

@@ -34,7 +34,8 @@ impl Migrations<'_> {
         }
         let queue = self.queue()?.clone();
         let now = self.clock().now_ms();
-        match run.state {
+        let state = self.settle(ctx, run).await?;
+        match state {
             RunState::Running => {
                 return Err(CatalogError::Conflict(format!(
                     "migration {id} is running: cancel its task, or wait until it ends, then roll back"
@@ -91,13 +92,47 @@ impl Migrations<'_> {
         }
         let tables = queue.migration_tables(id).await?;
         if only.is_none() && tables.iter().all(|t| !t.state.is_live() && t.state != TableState::Retired) {
-            let report = json!({ "rolled-back-at": now, "previous": run.report, "refused": refused });
-            queue.set_migration_state(&ctx.write(), id, (run.state, RunState::RolledBack), Some(&report), now).await?;
+            // The run's report as it is now (a run settled as failed says why).
+            let previous = queue.migration(id).await?.map_or_else(|| run.report.clone(), |m| m.report);
+            let report = json!({ "rolled-back-at": now, "previous": previous, "refused": refused });
+            queue.set_migration_state(&ctx.write(), id, (state, RunState::RolledBack), Some(&report), now).await?;
         }
         if !refused.is_empty() {
             return Err(CatalogError::Conflict(format!("not rolled back: {}", refused.join("; "))));
         }
         self.get(ctx, id).await
+    }
+
+    /// The run's state, a `running` run whose task ended without ending it (failed for good,
+    /// cancelled, removed) recorded as `failed` first: its tables move no more.
+    async fn settle(&self, ctx: &RequestContext, run: &super::store::Migration) -> Result<RunState> {
+        if run.state != RunState::Running {
+            return Ok(run.state);
+        }
+        let queue = self.queue()?;
+        let task = match run.report.get("task-id").and_then(serde_json::Value::as_str) {
+            Some(task) => queue.task(task).await?,
+            None => None,
+        };
+        if let Some(task) = &task
+            && matches!(task.state, crate::jobs::TaskState::Queued | crate::jobs::TaskState::Running)
+        {
+            return Ok(RunState::Running);
+        }
+        let mut report = run.report.clone();
+        report["ended"] = json!(format!(
+            "its task ended before the run did ({})",
+            task.as_ref().map_or("gone", |t| t.state.as_str())
+        ));
+        let now = self.clock().now_ms();
+        if queue
+            .set_migration_state(&ctx.write(), &run.id, (RunState::Running, RunState::Failed), Some(&report), now)
+            .await?
+        {
+            Ok(RunState::Failed)
+        } else {
+            Ok(queue.migration(&run.id).await?.map_or(RunState::Failed, |m| m.state))
+        }
     }
 
     /// Gives one table back to the source (see the module's documentation).
@@ -115,8 +150,11 @@ impl Migrations<'_> {
             TableState::Planned => {
                 let step = (TableState::Planned, TableState::RolledBack);
                 queue.step_migration_table(&ctx.write(), &table.id, step, &Step::default(), now).await?;
-                Ok(())
+                self.undo_stray_fence(source, &table).await
             }
+            // A fence that landed with no worker left to record it (a server killed while the
+            // fence waited on a lock at the source): undone by a rollback repeated.
+            TableState::RolledBack if table.fenced_location.is_none() => self.undo_stray_fence(source, &table).await,
             TableState::Fenced => {
                 let location = table.fenced_location.clone().unwrap_or_default();
                 let named = (&table.source_namespace[..], table.source_name.as_str());
@@ -172,6 +210,19 @@ impl Migrations<'_> {
         }
     }
 
+    /// Undoes this table's fence if the source holds it though the run never recorded it.
+    async fn undo_stray_fence(&self, source: &dyn super::source::SourceCatalog, table: &MigrationTable) -> Result<()> {
+        let suffix = format!("{}{}", super::FENCE_SUFFIX, table.id);
+        let found = source.tables(&table.source_namespace).await?.into_iter().find(|t| t.name == table.source_name);
+        if let Some(fenced) = found.and_then(|t| t.metadata_location)
+            && let Some(back) = fenced.strip_suffix(&suffix)
+        {
+            let named = (&table.source_namespace[..], table.source_name.as_str());
+            source.unfence(named, &fenced, back, None).await?;
+        }
+        Ok(())
+    }
+
     /// Removes icegate's entry for `table`, atomically with the metadata location it had then
     /// (`None`: icegate never held it). A held table, or one dropped at icegate, is refused.
     async fn release(
@@ -209,7 +260,7 @@ impl Migrations<'_> {
     /// entries are removed for good. Do this once every client uses icegate.
     pub async fn retire(&self, ctx: &RequestContext, id: &str) -> Result<MigrationView> {
         let view = self.get(ctx, id).await?;
-        if view.migration.state == RunState::Running {
+        if self.settle(ctx, &view.migration).await? == RunState::Running {
             return Err(CatalogError::Conflict(format!("migration {id} is running: retire it once it ends")));
         }
         let source = self.open(&view.migration).await?;

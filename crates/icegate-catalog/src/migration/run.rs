@@ -57,19 +57,38 @@ impl Migrations<'_> {
 
     /// Moves `table` as far as it goes (to `verified`, `failed`, or a state another hand put it
     /// in); answers where it ended.
+    /// A step that cannot succeed (anything but an unavailable source, store or storage, which
+    /// the task retries) fails the table with why, and the run goes on with the next; `stop`
+    /// is asked between steps.
     pub(crate) async fn advance(
         &self,
         ctx: &RequestContext,
         warehouse: &Warehouse,
         source: &Arc<dyn SourceCatalog>,
         mut table: MigrationTable,
+        stop: &(dyn Fn() -> bool + Sync),
     ) -> Result<MigrationTable> {
         loop {
-            let next = match table.state {
-                TableState::Planned => self.fence(ctx, warehouse, source.as_ref(), &table).await?,
-                TableState::Fenced => self.register(ctx, warehouse, source.as_ref(), &table).await?,
-                TableState::Registered => self.verify_step(ctx, warehouse, &table).await?,
+            if stop() {
+                return Err(CatalogError::Unavailable("the task is stopping; the run resumes where it is".into()));
+            }
+            let step = match table.state {
+                TableState::Planned => self.fence(ctx, warehouse, source.as_ref(), &table).await,
+                TableState::Fenced => self.register(ctx, warehouse, source.as_ref(), &table).await,
+                TableState::Registered => self.verify_step(ctx, warehouse, &table).await,
                 _ => return Ok(table),
+            };
+            let next = match step {
+                Ok(next) => next,
+                Err(e @ CatalogError::Unavailable(_)) => return Err(e),
+                Err(e) => {
+                    let fenced = if table.state == TableState::Planned {
+                        ""
+                    } else {
+                        " (the source stays fenced: roll the table back to give it back)"
+                    };
+                    self.fail(ctx, &table, format!("{e}{fenced}")).await?
+                }
             };
             table = match next {
                 Some(next) => next,
@@ -198,8 +217,12 @@ impl Migrations<'_> {
                     .report
                     .as_ref()
                     .and_then(|r| r.get("namespace-properties"))
-                    .and_then(|p| serde_json::from_value(p.clone()).ok())
+                    .and_then(|p| serde_json::from_value::<crate::store::Properties>(p.clone()).ok())
                     .unwrap_or_default()
+                    .into_iter()
+                    // Policy is the administrators' to set here, never a source's.
+                    .filter(|(key, _)| !crate::lifecycle::is_policy_key(key))
+                    .collect()
             } else {
                 Default::default()
             };
@@ -381,6 +404,9 @@ impl Migrations<'_> {
             return Ok((0, vec![format!("{list_location}: outside the storage root")]));
         }
         let bytes = self.files().read(warehouse, list_location, max).await?;
+        // Counted and its inflated size bounded before anything is parsed (a small file can
+        // inflate a thousandfold).
+        crate::jobs::expire_snapshots::avro_records(list_location, &bytes)?;
         let list = ManifestList::parse_with_version(&bytes, metadata.format_version())
             .map_err(|e| CatalogError::bad_request(format!("the manifest list {list_location} does not parse: {e}")))?;
         let manifests: Vec<_> =
@@ -393,6 +419,7 @@ impl Migrations<'_> {
                 continue;
             }
             let bytes = self.files().read(warehouse, &manifest.manifest_path, max).await?;
+            crate::jobs::expire_snapshots::avro_records(&manifest.manifest_path, &bytes)?;
             let parsed = iceberg::spec::Manifest::parse_avro(&bytes).map_err(|e| {
                 CatalogError::bad_request(format!("the manifest {} does not parse: {e}", manifest.manifest_path))
             })?;

@@ -78,14 +78,19 @@ pub enum SourceSpec {
     },
 }
 
-/// `uri` with any password replaced (`postgresql://user:***@host/db`).
+/// A database URI as it can be shown: any password replaced (`postgresql://user:***@host/db`)
+/// and the query left out (it can hold one too, under any spelling a driver decodes).
 fn without_password(uri: &str) -> String {
     match url::Url::parse(uri) {
-        Ok(mut parsed) if parsed.password().is_some() => {
-            let _ = parsed.set_password(Some("***"));
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
+            }
+            parsed.set_query(None);
+            parsed.set_fragment(None);
             parsed.to_string()
         }
-        _ => uri.to_owned(),
+        Err(_) => uri.split(['?', '#']).next().unwrap_or_default().to_owned(),
     }
 }
 
@@ -157,10 +162,11 @@ impl SourceRequest {
                 if catalog_name.is_empty() || catalog_name.len() > 255 {
                     return Err(CatalogError::bad_request("catalog-name is 1-255 characters"));
                 }
-                let shown = without_password(&uri);
-                // A URI with a password (in its user part or its query) is sealed whole.
-                let secret = shown != uri || uri.to_ascii_lowercase().contains("password");
-                let sealed = if secret { Some(cipher.seal(&uri)?) } else { None };
+                // A database URI that can hold a secret is sealed whole: one with a password in its
+                // user part or any query (a driver decodes a password there under many spellings).
+                // A SQLite file's path, or a bare postgresql://user@host/db, holds none.
+                let shown = if sqlite { uri.clone() } else { without_password(&uri) };
+                let sealed = if shown == uri { None } else { Some(cipher.seal(&uri)?) };
                 Ok(SourceSpec::Sql { shown, uri: sealed, catalog_name })
             }
             Self::Glue { region, endpoint, catalog_id } => {
@@ -177,6 +183,19 @@ impl SourceRequest {
 }
 
 impl SourceSpec {
+    /// Which catalog this is, without secrets: one live migration of each of its tables.
+    pub fn identity(&self) -> String {
+        match self {
+            Self::Rest { uri, warehouse, .. } => format!("rest {uri} {}", warehouse.as_deref().unwrap_or_default()),
+            Self::Sql { shown, catalog_name, .. } => format!("sql {shown} {catalog_name}"),
+            Self::Glue { region, endpoint, catalog_id } => format!(
+                "glue {region} {} {}",
+                endpoint.as_deref().unwrap_or_default(),
+                catalog_id.as_deref().unwrap_or_default()
+            ),
+        }
+    }
+
     /// A SQL source's URI, opened (`None`: not a SQL source).
     pub fn sql_uri(&self, cipher: &SecretCipher) -> Result<Option<String>> {
         match self {
@@ -225,12 +244,27 @@ mod tests {
         assert!(!stored.contains("hunter2"), "{stored}");
         let SourceSpec::Sql { uri, .. } = serde_json::from_str::<SourceSpec>(&stored).unwrap() else { panic!() };
         assert_eq!(cipher().open(&uri.unwrap()).unwrap(), "postgresql+psycopg2://etl:hunter2@db:5432/catalog");
-        // Nothing secret in a SQLite path: kept as it is, no key needed.
+        // Nothing secret in a SQLite path or a bare PostgreSQL URI: kept as it is, no key needed.
+        let bare =
+            request(serde_json::json!({ "type": "sql", "uri": "postgresql://etl@db:5432/c", "catalog-name": "c" }));
+        assert!(bare.seal(&SecretCipher::unconfigured()).is_ok());
         let file = request(serde_json::json!({ "type": "sql", "uri": "sqlite:////srv/cat.db", "catalog-name": "c" }));
         let kept = file.seal(&SecretCipher::unconfigured()).unwrap();
         assert_eq!(kept.sql_uri(&SecretCipher::unconfigured()).unwrap().as_deref(), Some("sqlite:////srv/cat.db"));
         let shown = sealed.redacted().to_string();
         assert!(!shown.contains("hunter2") && shown.contains("etl:***@db"), "{shown}");
+        // A password in the query, under a spelling the driver decodes, is sealed and never shown.
+        for uri in [
+            "postgresql://etl@db/catalog?pass%77ord=hunter2",
+            "postgresql://etl@db/catalog?sslmode=disable&%70assword=hunter2",
+            "postgres://etl@db/catalog?passwd=hunter2",
+        ] {
+            let request = request(serde_json::json!({ "type": "sql", "uri": uri, "catalog-name": "c" }));
+            let sealed = request.seal(&cipher()).unwrap();
+            let everything = format!("{} {}", serde_json::to_string(&sealed).unwrap(), sealed.redacted());
+            assert!(!everything.contains("hunter2"), "{everything}");
+            assert_eq!(sealed.sql_uri(&cipher()).unwrap().as_deref(), Some(uri));
+        }
 
         let rest =
             request(serde_json::json!({ "type": "rest", "uri": "https://cat.example/api", "credential": "id:s3cret" }));

@@ -48,10 +48,17 @@ pub fn connection_url(uri: &str) -> Result<String> {
 impl SqlSource {
     pub async fn connect(uri: &str, catalog: &str) -> Result<Self> {
         install_default_drivers();
+        let mut url = connection_url(uri)?;
+        if url.starts_with("postgres://") {
+            // A row locked at the source (a writer's transaction left open) fails a statement after
+            // a while, rather than holding a worker without end: the task retries later.
+            let options = "options=-c%20lock_timeout%3D10000%20-c%20statement_timeout%3D60000";
+            url = format!("{url}{}{options}", if url.contains('?') { '&' } else { '?' });
+        }
         let pool = AnyPoolOptions::new()
             .max_connections(2)
             .acquire_timeout(std::time::Duration::from_secs(10))
-            .connect(&connection_url(uri)?)
+            .connect(&url)
             .await
             .map_err(source_error("connecting"))?;
         let typed = sqlx::query("SELECT iceberg_type FROM iceberg_tables LIMIT 0").execute(&pool).await.is_ok();
@@ -62,6 +69,32 @@ impl SqlSource {
             .map_err(|_| CatalogError::bad_request("the source database holds no iceberg_tables: not a SQL catalog"))?;
         Ok(Self { pool, catalog: catalog.to_owned(), typed })
     }
+}
+
+/// Namespaces read at most, their properties' bytes at most, and a namespace's bounds (the
+/// schema's `VARCHAR(255)`, which SQLite does not enforce; the catalog's depth).
+const MAX_NAMESPACES: usize = 10_000;
+const MAX_PROPERTY_BYTES: usize = 16 * 1024 * 1024;
+const MAX_NAMESPACE_BYTES: usize = 255;
+
+fn too_many() -> CatalogError {
+    CatalogError::bad_request(format!(
+        "the source catalog holds more than {MAX_NAMESPACES} namespaces: migrate in parts"
+    ))
+}
+
+/// A namespace as read, refused when longer or deeper than a catalog holds.
+fn checked(namespace: String) -> Result<String> {
+    let depth = namespace.split('.').count();
+    if namespace.len() > MAX_NAMESPACE_BYTES || depth > icegate_catalog::ident::MAX_NAMESPACE_DEPTH {
+        let shown: String = namespace.chars().take(64).collect();
+        return Err(CatalogError::bad_request(format!(
+            "the source catalog holds a namespace longer than {MAX_NAMESPACE_BYTES} bytes or deeper than {} levels \
+             ({shown}...)",
+            icegate_catalog::ident::MAX_NAMESPACE_DEPTH
+        )));
+    }
+    Ok(namespace)
 }
 
 fn split(namespace: &str) -> Vec<String> {
@@ -79,7 +112,10 @@ impl SourceCatalog for SqlSource {
             .map_err(source_error("listing namespaces"))?;
         for row in &rows {
             let namespace: String = row.try_get(0).map_err(source_error("listing namespaces"))?;
-            found.entry(namespace).or_default();
+            found.entry(checked(namespace)?).or_default();
+            if found.len() > MAX_NAMESPACES {
+                return Err(too_many());
+            }
         }
         let rows = sqlx::query(
             "SELECT namespace, property_key, property_value FROM iceberg_namespace_properties WHERE catalog_name = $1",
@@ -88,13 +124,25 @@ impl SourceCatalog for SqlSource {
         .fetch_all(&self.pool)
         .await
         .map_err(source_error("reading namespace properties"))?;
+        let mut property_bytes = 0usize;
         for row in &rows {
             let namespace: String = row.try_get(0).map_err(source_error("reading namespace properties"))?;
             let key: String = row.try_get(1).map_err(source_error("reading namespace properties"))?;
             let value: Option<String> = row.try_get(2).map_err(source_error("reading namespace properties"))?;
+            let value = value.unwrap_or_default();
+            property_bytes += key.len() + value.len();
+            if property_bytes > MAX_PROPERTY_BYTES {
+                return Err(CatalogError::bad_request(format!(
+                    "the source catalog's namespace properties exceed {MAX_PROPERTY_BYTES} bytes"
+                )));
+            }
+            let namespace = checked(namespace)?;
+            if !found.contains_key(&namespace) && found.len() >= MAX_NAMESPACES {
+                return Err(too_many());
+            }
             let properties = found.entry(namespace).or_default();
             if key != "exists" {
-                properties.insert(key, value.unwrap_or_default());
+                properties.insert(key, value);
             }
         }
         // A namespace's parents exist too (the catalog keeps them implicitly).
@@ -179,18 +227,21 @@ impl SourceCatalog for SqlSource {
 
     async fn unfence(
         &self,
-        _table: (&[String], &str),
+        (namespace, name): (&[String], &str),
         fenced: &str,
         back: &str,
         previous: Option<&str>,
     ) -> Result<bool> {
+        // Only the migrated table's own row (a row elsewhere set to the same string is not it).
         let updated = sqlx::query(
             "UPDATE iceberg_tables SET metadata_location = $1, previous_metadata_location = $2 \
-             WHERE catalog_name = $3 AND metadata_location = $4",
+             WHERE catalog_name = $3 AND table_namespace = $4 AND table_name = $5 AND metadata_location = $6",
         )
         .bind(back)
         .bind(previous)
         .bind(&self.catalog)
+        .bind(namespace.join("."))
+        .bind(name)
         .bind(fenced)
         .execute(&self.pool)
         .await
@@ -199,14 +250,19 @@ impl SourceCatalog for SqlSource {
         Ok(updated > 0)
     }
 
-    async fn retire(&self, _table: (&[String], &str), fenced: &str) -> Result<bool> {
-        let deleted = sqlx::query("DELETE FROM iceberg_tables WHERE catalog_name = $1 AND metadata_location = $2")
-            .bind(&self.catalog)
-            .bind(fenced)
-            .execute(&self.pool)
-            .await
-            .map_err(source_error("retiring a table"))?
-            .rows_affected();
+    async fn retire(&self, (namespace, name): (&[String], &str), fenced: &str) -> Result<bool> {
+        let deleted = sqlx::query(
+            "DELETE FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 \
+             AND metadata_location = $4",
+        )
+        .bind(&self.catalog)
+        .bind(namespace.join("."))
+        .bind(name)
+        .bind(fenced)
+        .execute(&self.pool)
+        .await
+        .map_err(source_error("retiring a table"))?
+        .rows_affected();
         Ok(deleted > 0)
     }
 }
