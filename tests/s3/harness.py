@@ -63,35 +63,44 @@ class Moto:
         self.clock_file.write_text(str(seconds))
 
 
-def start_moto(workdir: Path) -> tuple[subprocess.Popen, Moto]:
-    """moto_server with enforcement, on a free loopback port, set up by moto_setup."""
+def launch(workdir: Path, script: str, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """Starts `script` (a moto_server launcher beside this file, taking the port) on a free
+    loopback port with `env` added; answers the process and its endpoint once it serves."""
     port = free_port()
-    env = {
-        **os.environ,
-        "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_REQUESTS),
-        "MOTO_CLOCK_OFFSET_FILE": str(workdir / "moto-clock-offset"),
-        "MOTO_STS_LOG": str(workdir / "sts-calls.jsonl"),
-    }
-    log = open(workdir / "moto.log", "w")
+    name = Path(script).stem
+    log = open(workdir / f"{name}.log", "w")
     process = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("moto_enforcing.py")), str(port)],
-        env=env,
+        [sys.executable, str(Path(__file__).with_name(script)), str(port)],
+        env={**os.environ, **env},
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    server = Moto(port, workdir)
+    endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
         try:
-            urllib.request.urlopen(f"{server.endpoint}/moto-api/", timeout=1)
+            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
             break
         except urllib.error.HTTPError:
             break
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                raise RuntimeError(f"moto_server did not start:\n{(workdir / 'moto.log').read_text()}")
+                raise RuntimeError(f"{name} did not start:\n{(workdir / f'{name}.log').read_text()}")
             time.sleep(0.2)
+    return process, endpoint
+
+
+def start_moto(workdir: Path) -> tuple[subprocess.Popen, Moto]:
+    """moto_server with enforcement, on a free loopback port, set up by moto_setup."""
+    env = {
+        "INITIAL_NO_AUTH_ACTION_COUNT": str(SETUP_REQUESTS),
+        "MOTO_CLOCK_OFFSET_FILE": str(workdir / "moto-clock-offset"),
+        "MOTO_STS_LOG": str(workdir / "sts-calls.jsonl"),
+    }
+    (workdir / "moto-clock-offset").write_text("0")
+    process, endpoint = launch(workdir, "moto_enforcing.py", env)
+    server = Moto(int(endpoint.rsplit(":", 1)[1]), workdir)
     moto_setup(server)
     return process, server
 

@@ -6,12 +6,7 @@ overwrite it), registers and verifies it; PyIceberg reads the same rows from ice
 Glue fails on the fence, and rollback gives Glue the table back with icegate's commits."""
 
 import json
-import os
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import boto3
@@ -26,8 +21,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import DoubleType, LongType, NestedField, StringType
 
-from conftest import Server, free_port
-from harness import ADMIN_ID, ADMIN_SECRET, call, token_for
+from conftest import Server
+from harness import ADMIN_ID, ADMIN_SECRET, call, launch, token_for
 
 REGION = "us-east-1"
 SCHEMA = Schema(
@@ -70,24 +65,8 @@ def wait_for(check, what, seconds=30):
 
 
 def start_moto_glue(workdir: Path):
-    port = free_port()
-    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3", "MOTO_GLUE_RACE_LOG": str(workdir / "glue-race.log")}
-    log = open(workdir / "moto-glue.log", "w")
-    process = subprocess.Popen([sys.executable, str(Path(__file__).with_name("moto_glue.py")), str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1)
-            break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                raise RuntimeError(f"moto did not start:\n{(workdir / 'moto-glue.log').read_text()}")
-            time.sleep(0.2)
+    env = {"INITIAL_NO_AUTH_ACTION_COUNT": "3", "MOTO_GLUE_RACE_LOG": str(workdir / "glue-race.log")}
+    process, endpoint = launch(workdir, "moto_glue.py", env)
     iam = boto3.client("iam", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="AKIASETUP",
                        aws_secret_access_key="setup")
     iam.create_user(UserName="migrator")

@@ -131,3 +131,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Context {
         Ok(Self(ctx.with_idempotency(idempotency)))
     }
 }
+
+/// A request body that may be left out (empty or only whitespace: `T::default()`).
+pub fn optional_body<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, crate::error::ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body).map_err(|e| crate::error::ApiError::bad_request(format!("Invalid request body: {e}")))
+}

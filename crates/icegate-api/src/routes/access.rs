@@ -343,11 +343,7 @@ pub async fn rotate_secret(
     Path(name): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<PrincipalCredentials>, ApiError> {
-    let request: RotateSecretRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        RotateSecretRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))?
-    };
+    let request: RotateSecretRequest = crate::extract::optional_body(&body)?;
     let grace = request.grace_period_seconds.map(std::time::Duration::from_secs);
     Ok(Json(credentials(state.access.rotate_secret(&ctx, &name, grace).await?)))
 }

@@ -298,11 +298,7 @@ pub async fn rollback_migration(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<MigrationResponse>, ApiError> {
-    let request: RollbackRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        RollbackRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("Invalid request body: {e}")))?
-    };
+    let request: RollbackRequest = crate::extract::optional_body(&body)?;
     Ok(Json(view(state.catalog.migrations().rollback(&ctx, &id, request.tables.as_deref()).await?)))
 }
 
