@@ -536,3 +536,111 @@ def test_a_run_whose_task_is_cancelled_can_be_rolled_back(tmp_path):
     finally:
         server.stop()
         psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class HostileCatalog:
+    """A REST catalog that answers what a test asks: one namespace `db` with tables `t0..tN`,
+    each at a metadata file the test wrote, and per-route overrides (status, body)."""
+
+    def __init__(self, tables: dict[str, str]):
+        import http.server
+        import threading
+
+        self.tables = tables
+        self.overrides: dict[str, tuple[int, bytes]] = {}
+        self.loads = 0
+        catalog = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status, body: bytes):
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def route(self):
+                path = self.path.split("?")[0]
+                if path in catalog.overrides:
+                    return catalog.overrides[path]
+                if path == "/v1/config":
+                    return 200, b'{"defaults": {}, "overrides": {}}'
+                if path == "/v1/namespaces":
+                    return 200, b'{"namespaces": [["db"]]}'
+                if path == "/v1/namespaces/db":
+                    return 200, b'{"namespace": ["db"], "properties": {}}'
+                if path == "/v1/namespaces/db/tables":
+                    return 200, json.dumps({"identifiers": [{"namespace": ["db"], "name": n} for n in catalog.tables]}).encode()
+                name = path.removeprefix("/v1/namespaces/db/tables/").removesuffix("/unregister")
+                if name in catalog.tables:
+                    catalog.loads += 1
+                    return 200, json.dumps({"metadata-location": catalog.tables[name], "metadata": {}}).encode()
+                return 404, b'{"error": {"message": "no", "type": "NoSuchTableException", "code": 404}}'
+
+            def do_GET(self):
+                self.answer(*self.route())
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.answer(*self.route())
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+def peak_rss_mb(server) -> float:
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(next(l for l in status.splitlines() if l.startswith("VmHWM")).split()[1]) / 1024
+
+
+def test_a_hostile_rest_source_costs_little_and_says_little(tmp_path):
+    """docs/security.md, second attack round: a REST source whose listing is one 7 MiB page of
+    junk is refused without building it; one whose unregister fails with a 20 MiB message leaves
+    a short error; one that releases a table at a location with a trailing `/` fails that table
+    at once (it is registered there again); a fence reads one table, not the namespace."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    server = Server(tmp_path, [], secured_env({}, ICEGATE__SECRETS__ENCRYPTION_KEY=key)).start()
+    hostile = None
+    try:
+        token = admin_token(server)
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        # Real tables to point at: written by a SQL catalog under the root.
+        sql = source_catalog(f"sqlite:///{tmp_path / 'real.db'}", f"file://{root}/real")
+        sql.create_namespace("db")
+        locations = {}
+        for i in range(12):
+            locations[f"t{i}"] = sql.create_table(f"db.t{i}", schema=SCHEMA).metadata_location
+        hostile = HostileCatalog(locations)
+        body = {"source": {"type": "rest", "uri": hostile.uri}, "target-warehouse": "default"}
+
+        hostile.overrides["/v1/namespaces"] = (200, b'{"namespaces": [' + b"0," * (3 * 1024 * 1024) + b"0]}")
+        status, answer = status_and_body(server, token, "POST", "/management/v1/migrations", {**body, "dry-run": True})
+        assert status == 400, answer
+        assert peak_rss_mb(server) < 512, "the junk page was not built"
+        del hostile.overrides["/v1/namespaces"]
+
+        hostile.overrides["/v1/namespaces/db/tables/t0/unregister"] = (
+            422, json.dumps({"error": {"message": "x" * (20 * 1024 * 1024), "type": "E", "code": 422}}).encode())
+        hostile.overrides["/v1/namespaces/db/tables/t1/unregister"] = (
+            200, json.dumps({"metadata-location": locations["t1"].rsplit("/", 1)[0] + "/", "metadata": {}}).encode())
+        hostile.loads = 0
+        run = admin_call(server, token, "POST", "/management/v1/migrations", {**body, "tables": [["db", "t0"], ["db", "t1"], ["db", "t2"]]})
+        done = wait_for(lambda: ended(server, token, run["id"]), "the run", 60)
+        states = {t["source-name"]: t for t in done["tables"]}
+        assert states["t0"]["state"] == "failed" and len(states["t0"]["error"]) < 4096
+        assert states["t1"]["state"] == "failed" and "segment" in states["t1"]["error"]
+        assert states["t2"]["state"] == "verified"
+        # Planning loads each of the 12 tables once; the run reads one table per fence, never the
+        # namespace again.
+        assert hostile.loads <= 12 + 3 + 3, hostile.loads
+    finally:
+        if hostile:
+            hostile.close()
+        server.stop()

@@ -16,12 +16,50 @@ use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, si
 use aws_sigv4::sign::v4;
 use icegate_catalog::migration::source::{Fence, SourceCatalog, SourceTable};
 use icegate_catalog::{CatalogError, Result};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+/// A database as `GetDatabases` lists it (what a migration reads of it).
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Database {
+    name: String,
+    #[serde(default)]
+    parameters: BTreeMap<String, String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    location_uri: Option<String>,
+}
+
+/// A table as `GetTables` lists it.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Listed {
+    name: String,
+    #[serde(default)]
+    parameters: BTreeMap<String, String>,
+    #[serde(default)]
+    table_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Page<T> {
+    #[serde(default = "Vec::new", alias = "DatabaseList", alias = "TableList")]
+    items: Vec<T>,
+    #[serde(default, rename = "NextToken")]
+    next: Option<String>,
+}
 
 /// The parameter a fenced table carries: the migrated table's id.
 const FENCE_PARAMETER: &str = "icegate.migration.fenced";
-/// The largest answer read.
-const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+/// The largest answer read (Glue's own limits keep a table's definition far smaller).
+const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// Databases, and tables of one database, listed at most.
+const MAX_ITEMS: usize = 10_000;
+/// What of Glue's error message is kept.
+const MAX_MESSAGE_CHARS: usize = 512;
 const MAX_PAGES: usize = 1_000;
 /// `UpdateTable` tries while other writers keep changing the table's version.
 const SWAP_TRIES: usize = 3;
@@ -79,8 +117,18 @@ impl GlueSource {
         Ok(source)
     }
 
-    /// One Glue API call (JSON 1.1), signed.
-    async fn call(&self, action: &str, mut body: Value) -> Result<Value> {
+    /// One Glue API call (JSON 1.1), signed, its answer parsed as `T`.
+    async fn call_as<T: DeserializeOwned>(&self, action: &str, body: Value) -> Result<T> {
+        let bytes = self.call_bytes(action, body).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|_| CatalogError::bad_request(format!("Glue's answer to {action} does not parse")))
+    }
+
+    async fn call(&self, action: &str, body: Value) -> Result<Value> {
+        self.call_as(action, body).await
+    }
+
+    async fn call_bytes(&self, action: &str, mut body: Value) -> Result<Vec<u8>> {
         if let Some(id) = &self.catalog_id {
             body["CatalogId"] = json!(id);
         }
@@ -125,12 +173,26 @@ impl GlueSource {
             }
             bytes.extend_from_slice(&chunk);
         }
-        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if status.is_success() {
-            return Ok(answer);
+            return Ok(bytes);
         }
-        let kind = answer["__type"].as_str().unwrap_or_default().rsplit('#').next().unwrap_or_default().to_owned();
-        let message = answer["message"].as_str().or_else(|| answer["Message"].as_str()).unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let kind: String = answer["__type"]
+            .as_str()
+            .unwrap_or_default()
+            .rsplit('#')
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(64)
+            .collect();
+        let message: String = answer["message"]
+            .as_str()
+            .or_else(|| answer["Message"].as_str())
+            .unwrap_or_default()
+            .chars()
+            .take(MAX_MESSAGE_CHARS)
+            .collect();
         match kind.as_str() {
             "EntityNotFoundException" => Err(CatalogError::NotFound {
                 kind: icegate_catalog::error::ObjectKind::Table,
@@ -144,8 +206,8 @@ impl GlueSource {
         }
     }
 
-    /// Every page of a listing.
-    async fn pages(&self, action: &str, body: Value, key: &str) -> Result<Vec<Value>> {
+    /// Every item of a paged listing, at most [`MAX_ITEMS`].
+    async fn pages<T: DeserializeOwned>(&self, action: &str, body: Value) -> Result<Vec<T>> {
         let mut items = Vec::new();
         let mut token: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -153,10 +215,15 @@ impl GlueSource {
             if let Some(t) = &token {
                 request["NextToken"] = json!(t);
             }
-            let answer = self.call(action, request).await?;
-            items.extend(answer[key].as_array().cloned().unwrap_or_default());
-            match answer["NextToken"].as_str().filter(|t| !t.is_empty()) {
-                Some(next) => token = Some(next.to_owned()),
+            let page: Page<T> = self.call_as(action, request).await?;
+            items.extend(page.items);
+            if items.len() > MAX_ITEMS {
+                return Err(CatalogError::bad_request(format!(
+                    "Glue's {action} lists more than {MAX_ITEMS}: migrate in parts"
+                )));
+            }
+            match page.next.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
                 None => return Ok(items),
             }
         }
@@ -164,7 +231,7 @@ impl GlueSource {
     }
 
     /// The table as `GetTable` answers it (`None`: gone).
-    async fn table(&self, database: &str, name: &str) -> Result<Option<Value>> {
+    async fn get_table(&self, database: &str, name: &str) -> Result<Option<Value>> {
         match self.call("GetTable", json!({ "DatabaseName": database, "Name": name })).await {
             Ok(answer) => Ok(Some(answer["Table"].clone())),
             Err(CatalogError::NotFound { .. }) => Ok(None),
@@ -197,6 +264,21 @@ fn parameters(table: &Value) -> BTreeMap<String, String> {
     serde_json::from_value(table["Parameters"].clone()).unwrap_or_default()
 }
 
+/// An Iceberg table (or view) of Glue's, as a migration sees it; `None` for other tables.
+fn iceberg_table(namespace: &[String], table: Listed) -> Option<SourceTable> {
+    let kind = table.parameters.iter().find(|(k, _)| k.eq_ignore_ascii_case("table_type"))?.1;
+    if !kind.eq_ignore_ascii_case("ICEBERG") {
+        return None;
+    }
+    let view = table.table_type.as_deref() == Some("VIRTUAL_VIEW");
+    Some(SourceTable {
+        namespace: namespace.to_vec(),
+        name: table.name,
+        kind: if view { "view" } else { "table" }.into(),
+        metadata_location: table.parameters.get("metadata_location").cloned(),
+    })
+}
+
 fn database_of(namespace: &[String]) -> Result<&str> {
     match namespace {
         [database] => Ok(database),
@@ -207,19 +289,18 @@ fn database_of(namespace: &[String]) -> Result<&str> {
 #[async_trait]
 impl SourceCatalog for GlueSource {
     async fn namespaces(&self) -> Result<Vec<(Vec<String>, BTreeMap<String, String>)>> {
-        let databases = self.pages("GetDatabases", json!({}), "DatabaseList").await?;
+        let databases: Vec<Database> = self.pages("GetDatabases", json!({})).await?;
         let mut found: Vec<(Vec<String>, BTreeMap<String, String>)> = databases
-            .iter()
-            .filter_map(|db| {
-                let name = db["Name"].as_str()?;
-                let mut properties = parameters(db);
-                if let Some(description) = db["Description"].as_str() {
-                    properties.insert("comment".into(), description.to_owned());
+            .into_iter()
+            .map(|db| {
+                let mut properties = db.parameters;
+                if let Some(description) = db.description {
+                    properties.insert("comment".into(), description);
                 }
-                if let Some(location) = db["LocationUri"].as_str() {
-                    properties.insert("location".into(), location.to_owned());
+                if let Some(location) = db.location_uri {
+                    properties.insert("location".into(), location);
                 }
-                Some((vec![name.to_owned()], properties))
+                (vec![db.name], properties)
             })
             .collect();
         found.sort();
@@ -228,32 +309,25 @@ impl SourceCatalog for GlueSource {
 
     async fn tables(&self, namespace: &[String]) -> Result<Vec<SourceTable>> {
         let database = database_of(namespace)?;
-        let tables = self.pages("GetTables", json!({ "DatabaseName": database }), "TableList").await?;
-        let mut found: Vec<SourceTable> = tables
-            .iter()
-            .filter_map(|table| {
-                let parameters = parameters(table);
-                let kind = parameters.iter().find(|(k, _)| k.eq_ignore_ascii_case("table_type"))?.1;
-                let view = table["TableType"].as_str() == Some("VIRTUAL_VIEW");
-                if !kind.eq_ignore_ascii_case("ICEBERG") {
-                    return None;
-                }
-                Some(SourceTable {
-                    namespace: namespace.to_vec(),
-                    name: table["Name"].as_str()?.to_owned(),
-                    kind: if view { "view" } else { "table" }.into(),
-                    metadata_location: parameters.get("metadata_location").cloned(),
-                })
-            })
-            .collect();
+        let tables: Vec<Listed> = self.pages("GetTables", json!({ "DatabaseName": database })).await?;
+        let mut found: Vec<SourceTable> =
+            tables.into_iter().filter_map(|table| iceberg_table(namespace, table)).collect();
         found.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(found)
+    }
+
+    async fn table(&self, namespace: &[String], name: &str) -> Result<Option<SourceTable>> {
+        let database = database_of(namespace)?;
+        let Some(table) = self.get_table(database, name).await? else { return Ok(None) };
+        let listed: Listed = serde_json::from_value(table)
+            .map_err(|_| CatalogError::bad_request("Glue's answer to GetTable does not parse"))?;
+        Ok(iceberg_table(namespace, listed))
     }
 
     async fn fence(&self, namespace: &[String], name: &str, expected: &str, fenced: &str) -> Result<Fence> {
         let database = database_of(namespace)?;
         for _ in 0..SWAP_TRIES {
-            let Some(table) = self.table(database, name).await? else { return Ok(Fence::Gone) };
+            let Some(table) = self.get_table(database, name).await? else { return Ok(Fence::Gone) };
             let mut parameters = parameters(&table);
             match parameters.get("metadata_location").map(String::as_str) {
                 Some(at) if at == fenced => return Ok(Fence::AlreadyFenced),
@@ -281,7 +355,7 @@ impl SourceCatalog for GlueSource {
     ) -> Result<bool> {
         let database = database_of(namespace)?;
         for _ in 0..SWAP_TRIES {
-            let Some(table) = self.table(database, name).await? else { return Ok(false) };
+            let Some(table) = self.get_table(database, name).await? else { return Ok(false) };
             let mut parameters = parameters(&table);
             if parameters.get("metadata_location").map(String::as_str) != Some(fenced) {
                 return Ok(false);
@@ -301,7 +375,7 @@ impl SourceCatalog for GlueSource {
 
     async fn retire(&self, (namespace, name): (&[String], &str), fenced: &str) -> Result<bool> {
         let database = database_of(namespace)?;
-        let Some(table) = self.table(database, name).await? else { return Ok(false) };
+        let Some(table) = self.get_table(database, name).await? else { return Ok(false) };
         if parameters(&table).get("metadata_location").map(String::as_str) != Some(fenced) {
             return Ok(false);
         }

@@ -59,7 +59,7 @@ pub const RUN_KIND: &str = "migration-run";
 /// that never exists, so every writer still pointed at the source fails there, naming it.
 pub const FENCE_SUFFIX: &str = ".moved-to-icegate.";
 /// The longest metadata location the SQL catalog's column holds (`VARCHAR(1000)`).
-const MAX_SOURCE_LOCATION: usize = 1000;
+pub(crate) const MAX_SOURCE_LOCATION: usize = 1000;
 /// Tables one run selects at most.
 pub const MAX_TABLES: usize = 10_000;
 

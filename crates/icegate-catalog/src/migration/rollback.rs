@@ -213,7 +213,7 @@ impl Migrations<'_> {
     /// Undoes this table's fence if the source holds it though the run never recorded it.
     async fn undo_stray_fence(&self, source: &dyn super::source::SourceCatalog, table: &MigrationTable) -> Result<()> {
         let suffix = format!("{}{}", super::FENCE_SUFFIX, table.id);
-        let found = source.tables(&table.source_namespace).await?.into_iter().find(|t| t.name == table.source_name);
+        let found = source.table(&table.source_namespace, &table.source_name).await?;
         if let Some(fenced) = found.and_then(|t| t.metadata_location)
             && let Some(back) = fenced.strip_suffix(&suffix)
         {

@@ -24,6 +24,25 @@ const SAMPLED_FILES: usize = 16;
 /// How often a fence follows commits that keep moving the table at the source.
 const FENCE_TRIES: usize = 5;
 
+/// What of a table's error is kept.
+const MAX_ERROR_BYTES: usize = 2048;
+
+/// Whether a metadata location a source answers may move: inside the target warehouse's
+/// storage root, with no empty, `.` or `..` segment and no trailing `/`, and short enough to
+/// fence.
+pub(super) fn acceptable(root: &str, location: &str) -> std::result::Result<(), String> {
+    location_inside(root, location).map_err(|e| e.to_string())?;
+    let rest = location.strip_prefix(root).unwrap_or_default();
+    if location.ends_with('/') || rest.trim_start_matches('/').split('/').any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err(format!("{location} has an empty, `.` or `..` segment"));
+    }
+    if location.len() > super::MAX_SOURCE_LOCATION - 64 {
+        return Err(format!("{location} is too long to fence"));
+    }
+    Ok(())
+}
+
 /// The fenced location of `metadata_location` for table `id`.
 pub(super) fn fenced_location(metadata_location: &str, id: &str) -> String {
     format!("{metadata_location}{FENCE_SUFFIX}{id}")
@@ -98,6 +117,12 @@ impl Migrations<'_> {
     }
 
     async fn fail(&self, ctx: &RequestContext, table: &MigrationTable, why: String) -> Result<Option<MigrationTable>> {
+        // What a source said is part of it: kept short.
+        let why: String = if why.len() > MAX_ERROR_BYTES {
+            format!("{}...", why.chars().take(MAX_ERROR_BYTES).collect::<String>())
+        } else {
+            why
+        };
         tracing::warn!(table = %table.source_name, %why, "a migrated table failed");
         self.step(ctx, table, TableState::Failed, &Step { error: Some(why), ..Step::default() }).await
     }
@@ -112,7 +137,7 @@ impl Migrations<'_> {
         table: &MigrationTable,
     ) -> Result<Option<MigrationTable>> {
         let ours = format!("{FENCE_SUFFIX}{}", table.id);
-        let found = source.tables(&table.source_namespace).await?.into_iter().find(|t| t.name == table.source_name);
+        let found = source.table(&table.source_namespace, &table.source_name).await?;
         // Not listed: gone, or released by this very fence before a kill (a source that
         // releases tables answers the repeated release as it answered the first).
         let Some(mut current) = found.and_then(|t| t.metadata_location).or_else(|| table.planned_location.clone())
@@ -128,16 +153,9 @@ impl Migrations<'_> {
                 previous = Some(expected.to_owned());
                 break expected.to_owned();
             }
-            if location_inside(root, &current).is_err() {
+            if let Err(why) = acceptable(root, &current) {
                 return self
-                    .fail(
-                        ctx,
-                        table,
-                        format!(
-                            "a commit at the source moved its metadata to {current}, outside the target \
-                             warehouse's storage root {root}: not fenced"
-                        ),
-                    )
+                    .fail(ctx, table, format!("the source's metadata location cannot move ({why}): not fenced"))
                     .await;
             }
             match source
@@ -161,7 +179,7 @@ impl Migrations<'_> {
                 }
                 Fence::Gone => return self.fail(ctx, table, "the table is gone from the source".into()).await,
                 Fence::Released { at } => {
-                    if location_inside(root, &at).is_err() {
+                    if let Err(why) = acceptable(root, &at) {
                         // Given back at once: icegate would not hold it there.
                         let named = (&table.source_namespace[..], table.source_name.as_str());
                         source.unfence(named, &fenced_location(&at, &table.id), &at, None).await?;
@@ -170,8 +188,8 @@ impl Migrations<'_> {
                                 ctx,
                                 table,
                                 format!(
-                                    "the source's last metadata {at} lies outside the target warehouse's storage \
-                                     root {root}; the table was registered at the source again"
+                                    "the source released it at {at}, which cannot move ({why}); the table was \
+                                     registered at the source again"
                                 ),
                             )
                             .await;

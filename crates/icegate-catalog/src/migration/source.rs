@@ -46,6 +46,10 @@ pub trait SourceCatalog: Send + Sync {
     async fn namespaces(&self) -> Result<Vec<(Vec<String>, BTreeMap<String, String>)>>;
     /// The tables and views of one namespace.
     async fn tables(&self, namespace: &[String]) -> Result<Vec<SourceTable>>;
+    /// One table, as it is now (`None`: not there).
+    async fn table(&self, namespace: &[String], name: &str) -> Result<Option<SourceTable>> {
+        Ok(self.tables(namespace).await?.into_iter().find(|t| t.name == name))
+    }
     /// Moves the table's current metadata location from `expected` to `fenced` (a location
     /// that never exists: every writer's next commit fails there, naming it).
     async fn fence(&self, namespace: &[String], name: &str, expected: &str, fenced: &str) -> Result<Fence>;

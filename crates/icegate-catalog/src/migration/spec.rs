@@ -99,6 +99,16 @@ fn http_url(what: &str, uri: &str) -> Result<()> {
     if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
         return Err(CatalogError::bad_request(format!("{what} {uri:?} is not an http(s) URL with a host")));
     }
+    // Credentials go in their own (sealed) fields; a query or fragment has no place in a base URL.
+    if !parsed.username().is_empty()
+        || parsed.password().is_some()
+        || parsed.query().is_some()
+        || parsed.fragment().is_some()
+    {
+        return Err(CatalogError::bad_request(format!(
+            "{what} holds a user, password, query or fragment: give credentials in their own fields"
+        )));
+    }
     Ok(())
 }
 
@@ -122,11 +132,9 @@ impl SourceRequest {
             Self::Sql { .. } => vec!["a SQL source opens a database the server reaches (a file or a host)".into()],
             Self::Rest { uri, .. } if !listed(uri) => vec![format!("{uri} is not in storage.allowed_endpoints")],
             Self::Rest { .. } => Vec::new(),
-            Self::Glue { endpoint: Some(url), .. } if listed(url) => Vec::new(),
-            Self::Glue { endpoint: Some(url), .. } => vec![format!("{url} is not in storage.allowed_endpoints")],
-            Self::Glue { endpoint: None, .. } => {
-                vec!["Glue without an endpoint acts with the server's own identity".into()]
-            }
+            // Glue is reached with the server's own AWS identity (its default credential chain),
+            // whichever endpoint: what that identity may see and sign is the server's admins' to lend.
+            Self::Glue { .. } => vec!["a Glue source acts with the server's own AWS identity".into()],
         }
     }
 
@@ -170,7 +178,10 @@ impl SourceRequest {
                 Ok(SourceSpec::Sql { shown, uri: sealed, catalog_name })
             }
             Self::Glue { region, endpoint, catalog_id } => {
-                if region.is_empty() || !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                if region.is_empty()
+                    || region.len() > 64
+                    || !region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                {
                     return Err(CatalogError::bad_request(format!("region {region:?} is not an AWS region")));
                 }
                 if let Some(url) = &endpoint {
@@ -284,6 +295,9 @@ mod tests {
             serde_json::json!({ "type": "sql", "uri": "sqlite:////x.db", "catalog-name": "" }),
             serde_json::json!({ "type": "rest", "uri": "file:///etc/passwd" }),
             serde_json::json!({ "type": "rest", "uri": "https://h", "credential": "no-colon" }),
+            serde_json::json!({ "type": "rest", "uri": "https://alice:pw@h/api" }),
+            serde_json::json!({ "type": "rest", "uri": "https://h/api?token=x" }),
+            serde_json::json!({ "type": "glue", "region": "us-east-1", "endpoint": "https://h/#x" }),
             serde_json::json!({ "type": "glue", "region": "us-east-1; rm" }),
         ] {
             assert!(request(bad.clone()).seal(&cipher()).is_err(), "{bad}");
@@ -300,5 +314,8 @@ mod tests {
         assert!(!sql.server_admin_reasons(&allowed).is_empty(), "a SQL source always needs a server admin");
         let glue = request(serde_json::json!({ "type": "glue", "region": "us-east-1" }));
         assert!(!glue.server_admin_reasons(&allowed).is_empty());
+        let listed =
+            request(serde_json::json!({ "type": "glue", "region": "us-east-1", "endpoint": "https://cat.example" }));
+        assert!(!listed.server_admin_reasons(&allowed).is_empty(), "Glue signs with the server's identity");
     }
 }

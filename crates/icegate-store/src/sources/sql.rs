@@ -181,6 +181,28 @@ impl SourceCatalog for SqlSource {
             .collect()
     }
 
+    async fn table(&self, namespace: &[String], name: &str) -> Result<Option<SourceTable>> {
+        let row = sqlx::query(
+            "SELECT metadata_location FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2 \
+             AND table_name = $3",
+        )
+        .bind(&self.catalog)
+        .bind(namespace.join("."))
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(source_error("reading a table"))?;
+        row.map(|row| {
+            Ok(SourceTable {
+                namespace: namespace.to_vec(),
+                name: name.to_owned(),
+                kind: "table".into(),
+                metadata_location: row.try_get(0).map_err(source_error("reading a table"))?,
+            })
+        })
+        .transpose()
+    }
+
     async fn fence(&self, namespace: &[String], name: &str, expected: &str, fenced: &str) -> Result<Fence> {
         let namespace = namespace.join(".");
         // A writer committing between the read and the swap makes the swap miss: read again.
