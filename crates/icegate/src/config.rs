@@ -573,7 +573,7 @@ pub struct Overrides {
 #[derive(Debug, Default, Clone, clap::Args)]
 pub struct ConfigArgs {
     /// TOML configuration file.
-    #[arg(long, env = "ICEGATE_CONFIG", value_name = "FILE")]
+    #[arg(long, env = "ICEGATE_CONFIG", value_name = "FILE", hide_env_values = true)]
     pub config: Option<PathBuf>,
     /// Directory of the embedded default's database and warehouse (`data_dir`).
     #[arg(long, value_name = "DIR")]

@@ -1,6 +1,7 @@
 //! `icegate`: the Iceberg REST catalog server binary. Parses the command line and the
 //! configuration, wires the store, the catalog service and the HTTP app together, and runs them.
 
+mod cli;
 mod config;
 mod server;
 mod sources;
@@ -46,6 +47,20 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// The operators' commands, against a running server.
+    #[command(flatten)]
+    Remote(cli::Remote),
+    /// Print a shell completion script (`icegate completions bash > /etc/bash_completion.d/icegate`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the CLI's reference (docs/cli.md) from its own help.
+    #[command(hide = true)]
+    CliDocs {
+        #[arg(long, default_value = "docs/cli.md")]
+        out: std::path::PathBuf,
+    },
     /// Write the generated OpenAPI documents (Iceberg REST surface and management API).
     Openapi {
         /// Directory to write `iceberg-rest.yaml` and `management.yaml` into.
@@ -65,6 +80,14 @@ enum AuditCommand {
     /// whose links can be checked without the server). Reads the database directly, like
     /// `verify`; records appended while it runs are left for the next export.
     Export(ExportArgs),
+    /// Search the trail through a running server (`GET /management/v1/audit`; auditors and
+    /// server admins).
+    Search {
+        #[command(flatten)]
+        connection: cli::Connection,
+        #[command(flatten)]
+        filters: cli::AuditSearch,
+    },
 }
 
 #[derive(clap::Args)]
@@ -136,26 +159,46 @@ fn main() -> std::process::ExitCode {
     }
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    let result = runtime.block_on(async {
-        match cli.command {
-            Command::Serve(args) => serve(config::load(&args.overrides())?).await,
-            Command::Migrate(args) => migrate(config::load(&args.overrides())?).await,
-            Command::Bootstrap(args) => bootstrap(config::load(&args.common.overrides())?, args.recover).await,
-            Command::CheckConfig(args) => check_config(&config::load(&args.overrides())?),
-            Command::Audit { command: AuditCommand::Verify(args) } => {
-                verify_audit(config::load(&args.overrides())?).await
+    runtime.block_on(async {
+        let outcome = match cli.command {
+            // The operators' commands, against a running server: their own exit codes.
+            Command::Remote(remote) => return remote.run().await,
+            Command::Audit { command: AuditCommand::Search { connection, filters } } => {
+                return cli::run(&connection, filters).await;
             }
-            Command::Audit { command: AuditCommand::Export(args) } => {
-                export_audit(config::load(&args.common.overrides())?, &args).await
+            local => run_local(local).await,
+        };
+        match outcome {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("icegate: {err:#}");
+                std::process::ExitCode::FAILURE
             }
-            Command::Openapi { out } => write_openapi(&out),
         }
-    });
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("icegate: {err:#}");
-            std::process::ExitCode::FAILURE
+    })
+}
+
+/// The commands that run here: the server, and what works on its database or files directly.
+async fn run_local(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve(config::load(&args.overrides())?).await,
+        Command::Migrate(args) => migrate(config::load(&args.overrides())?).await,
+        Command::Bootstrap(args) => bootstrap(config::load(&args.common.overrides())?, args.recover).await,
+        Command::CheckConfig(args) => check_config(&config::load(&args.overrides())?),
+        Command::Audit { command: AuditCommand::Verify(args) } => verify_audit(config::load(&args.overrides())?).await,
+        Command::Audit { command: AuditCommand::Export(args) } => {
+            export_audit(config::load(&args.common.overrides())?, &args).await
+        }
+        Command::Openapi { out } => write_openapi(&out),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "icegate", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::CliDocs { out } => Ok(std::fs::write(&out, cli_reference())?),
+        // Run by `Remote::run` and `cli::run` (above), never here.
+        Command::Remote(_) | Command::Audit { command: AuditCommand::Search { .. } } => {
+            Err(anyhow::anyhow!("an operator's command runs against a server"))
         }
     }
 }
@@ -745,4 +788,42 @@ fn write_openapi(out: &std::path::Path) -> anyhow::Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The CLI's reference, from its own help: every command an operator runs against a server,
+/// with its long help (docs/cli.md; a test keeps the file equal to it).
+fn cli_reference() -> String {
+    let mut root = <Cli as clap::CommandFactory>::command();
+    root.build();
+    let mut out = String::from(
+        "# icegate CLI reference\n\nGenerated from the CLI's own help (`icegate cli-docs`); a test keeps it current. \
+         See the README's \"Console and CLI\" for the commands operators use most.\n",
+    );
+    fn walk(command: &clap::Command, path: &str, out: &mut String) {
+        for sub in command.get_subcommands().filter(|c| !c.is_hide_set() && c.get_name() != "help") {
+            let name = format!("{path} {}", sub.get_name());
+            let mut sub = sub.clone().bin_name(name.clone());
+            let help = sub.render_long_help().to_string();
+            let help: String = help.lines().map(|line| format!("{}\n", line.trim_end())).collect();
+            out.push_str(&format!(
+                "\n## `{name}`\n\n<!-- snippet: not-run: the help text, not a command -->\n```text\n{}\n```\n",
+                help.trim_end()
+            ));
+            walk(&sub, &name, out);
+        }
+    }
+    walk(&root, "icegate", &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn docs_cli_md_is_the_clis_own_help() {
+        let written = include_str!("../../../docs/cli.md");
+        assert!(
+            written == super::cli_reference(),
+            "docs/cli.md is not what the CLI's help says: run `icegate cli-docs` and commit the file"
+        );
+    }
 }

@@ -36,7 +36,7 @@ pub struct PrincipalResponse {
 }
 
 /// Optional body of a rotation.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RotateSecretRequest {
     /// How long the replaced secret, and the tokens issued under it, keep working (at most
@@ -53,13 +53,13 @@ pub struct PrincipalCredentials {
     pub client_secret: String,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreatePrincipalRequest {
     pub name: String,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ListPrincipalsResponse {
     pub principals: Vec<PrincipalResponse>,
 }
@@ -72,13 +72,13 @@ pub struct RoleResponse {
     pub created_at_ms: i64,
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRoleRequest {
     pub name: String,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ListRolesResponse {
     pub roles: Vec<RoleResponse>,
 }
@@ -151,7 +151,7 @@ impl Securable {
     }
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct GrantRequest {
     pub role: String,
@@ -163,7 +163,7 @@ pub struct GrantRequest {
     pub expires_at_ms: Option<i64>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct GrantResponse {
     pub role: String,
@@ -183,7 +183,7 @@ impl From<GrantRecord> for GrantResponse {
     }
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct ListGrantsResponse {
     pub grants: Vec<GrantResponse>,

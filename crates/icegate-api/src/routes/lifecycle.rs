@@ -127,7 +127,7 @@ pub async fn list_deleted(
     }))
 }
 
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct UndropRequest {
     /// The namespace it was dropped from.

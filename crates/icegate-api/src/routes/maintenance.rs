@@ -14,7 +14,7 @@ use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Query};
 
 /// Which tables, and what to do.
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct MaintenanceRequest {
     /// Only tables in this namespace and the namespaces below it.

@@ -19,7 +19,7 @@ use crate::error::{ApiError, IcebergErrorResponse};
 use crate::extract::{Context, Json, Query};
 
 /// A migration as asked for.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct MigrationRequest {
     /// `{"type": "sql", "uri": "sqlite:////path.db" | "postgresql://user:password@host/db",
@@ -268,7 +268,7 @@ pub async fn get_migration(
     Ok(Json(view(state.catalog.migrations().get(&ctx, &id).await?)))
 }
 
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Default, Deserialize, ToSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct RollbackRequest {
     /// Only these tables (their target namespace's levels followed by the name); default all.

@@ -11,7 +11,7 @@ use crate::storage::{AllowedEndpoint, Secret, SecretCipher};
 use crate::{CatalogError, Result};
 
 /// A source as a request gives it (secrets in the clear, only in the request).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Serialize, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SourceRequest {
     /// Any Iceberg REST catalog.
