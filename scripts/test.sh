@@ -56,6 +56,21 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 
+step "a browser for the console's tests (Debian's chromium; playwright-core from npm)"
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+  else
+    echo "the console's tests need Debian's chromium: apt-get install chromium" >&2
+    exit 1
+  fi
+fi
+export ICEGATE_CONSOLE_NODE="${ICEGATE_CONSOLE_NODE:-${XDG_CACHE_HOME:-$HOME/.cache}/icegate/console-node}"
+mkdir -p "$ICEGATE_CONSOLE_NODE"
+cp tests/console/package.json tests/console/package-lock.json "$ICEGATE_CONSOLE_NODE/"
+(cd "$ICEGATE_CONSOLE_NODE" && npm ci --silent --no-audit --no-fund)
+
 step "end-to-end suites (tests/)"
 cd tests
 "$VENV/bin/python" -m pytest -v -p no:cacheprovider .

@@ -8,6 +8,7 @@
 pub mod audit;
 pub mod authn;
 pub mod body_memory;
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
@@ -96,6 +97,10 @@ pub use icegate_catalog::service::UNIT_SEPARATOR;
 /// tracing, metrics, limits and the Iceberg error format applied to all of them.
 pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, options: &HttpOptions) -> Router {
     let (router, documents) = openapi::routes();
+    // The console opens directly when the API answers anyone; its cookies are `Secure` when
+    // clients reach the server over https.
+    let console_open = !security.authenticator.required();
+    let secure_cookies = catalog.public_url().is_some_and(|url| url.starts_with("https://"));
     let access =
         icegate_catalog::access_admin::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {
@@ -128,7 +133,7 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
             async move { ([(axum::http::header::CONTENT_TYPE, "application/yaml")], body) }
         })
     };
-    router
+    let api = router
         .route("/openapi/catalog.yaml", yaml(documents.iceberg_rest_yaml()))
         .route("/openapi/management.yaml", yaml(documents.management_yaml()))
         .fallback(error::no_such_route)
@@ -155,7 +160,8 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn_with_state(options.max_header_bytes, limit_headers))
-        .layer(axum::middleware::from_fn(error::iceberg_error_bodies))
+        .layer(axum::middleware::from_fn(error::iceberg_error_bodies));
+    console::Console::new(api, secure_cookies, console_open).router()
 }
 
 /// The documented operations by route: each verb the route serves, with its operation id

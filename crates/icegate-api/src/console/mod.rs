@@ -1,0 +1,125 @@
+//! The web console (`/ui`), served by `icegate serve` itself: server-rendered pages (every name
+//! and property escaped by the templates), no script, every asset served here, under a strict
+//! Content-Security-Policy. A signed-in operator's session holds the token its client
+//! credentials were exchanged for, and every page is made from the API's own answers to that
+//! token, called in-process through the whole API stack (authentication, authorization, audit):
+//! the console sees exactly what the principal sees through the API, never more. Sessions are
+//! `HttpOnly`, `SameSite=Strict` cookies (`Secure` when the server's public URL is https), a
+//! fresh id at every sign-in; every form carries the session's CSRF token.
+
+mod pages;
+mod session;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use tower::ServiceExt;
+
+pub use session::Sessions;
+
+/// What every console page shares: the API it calls, the sessions, and how cookies are marked.
+#[derive(Clone)]
+pub struct Console {
+    api: Router,
+    sessions: Arc<Sessions>,
+    secure_cookies: bool,
+    /// Authentication is off: the console opens directly, as the API answers anyone.
+    open: bool,
+}
+
+/// The policy every console answer carries: nothing but this server's own styles and images, no
+/// script at all, no framing, forms posting only here.
+const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
+                   frame-ancestors 'none'; base-uri 'none'";
+
+/// The console's answer to an API call: its status and JSON (or the error's message).
+pub(crate) struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answer {
+    pub fn ok(&self) -> bool {
+        self.status.is_success()
+    }
+
+    /// The server's message for a refusal.
+    pub fn message(&self) -> String {
+        self.body["error"]["message"].as_str().map_or_else(|| self.status.to_string(), str::to_owned)
+    }
+}
+
+impl Console {
+    pub fn new(api: Router, secure_cookies: bool, open: bool) -> Self {
+        Self { api, sessions: Arc::new(Sessions::default()), secure_cookies, open }
+    }
+
+    /// Calls the API in-process as `token`'s principal (none: anonymous).
+    pub(crate) async fn call(&self, token: Option<&str>, method: Method, path: &str, body: Option<Value>) -> Answer {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = match body {
+            Some(body) => request.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.to_string())),
+            None => request.body(Body::empty()),
+        };
+        let Ok(request) = request else {
+            return Answer { status: StatusCode::BAD_REQUEST, body: Value::Null };
+        };
+        match self.api.clone().oneshot(request).await {
+            Ok(response) => {
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024).await.unwrap_or_default();
+                Answer { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+            }
+            Err(never) => match never {},
+        }
+    }
+
+    /// Posts a form (the token endpoint's grant) in-process.
+    pub(crate) async fn call_form(&self, path: &str, form: String) -> Answer {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(form));
+        let Ok(request) = request else {
+            return Answer { status: StatusCode::BAD_REQUEST, body: Value::Null };
+        };
+        match self.api.clone().oneshot(request).await {
+            Ok(response) => {
+                let status = response.status();
+                let bytes = axum::body::to_bytes(response.into_body(), 1024 * 1024).await.unwrap_or_default();
+                Answer { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
+            }
+            Err(never) => match never {},
+        }
+    }
+
+    /// The console's routes; everything else goes to `api`.
+    pub fn router(self) -> Router {
+        pages::routes(self.clone()).fallback_service(self.api.clone())
+    }
+}
+
+/// Marks a console answer: its policy, no caching, no sniffing, no framing, no referrer.
+pub(crate) fn harden(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
+}
+
+/// A page's HTML, hardened.
+pub(crate) fn page(markup: maud::Markup) -> Response {
+    harden((StatusCode::OK, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], markup.into_string()).into_response())
+}

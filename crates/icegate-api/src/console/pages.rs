@@ -1,0 +1,685 @@
+//! The console's pages. Each reads the API as the session's principal and renders what it
+//! answered; a refusal is shown as the API's message, never worked around.
+
+use std::collections::HashMap;
+
+use axum::Router;
+use axum::extract::{Form, Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use maud::{DOCTYPE, Markup, html};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::session::{Session, random_token, same};
+use super::{Console, harden, page};
+
+const SESSION_COOKIE: &str = "icegate_session";
+const LOGIN_COOKIE: &str = "icegate_login";
+const STYLE: &str = include_str!("style.css");
+
+pub fn routes(console: Console) -> Router {
+    Router::new()
+        .route("/ui", get(home))
+        .route("/ui/", get(home))
+        .route("/ui/style.css", get(style))
+        .route("/ui/login", get(login_form).post(login))
+        .route("/ui/logout", post(logout))
+        .route("/ui/warehouse", get(warehouse))
+        .route("/ui/namespace", get(namespace))
+        .route("/ui/table", get(table))
+        .route("/ui/deleted", get(deleted))
+        .route("/ui/undrop", post(undrop))
+        .route("/ui/tasks", get(tasks))
+        .with_state(console)
+}
+
+/// Milliseconds since the epoch, as people read them (UTC).
+fn when(value: &Value) -> String {
+    value.as_u64().map_or_else(
+        || "-".to_owned(),
+        |ms| {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            humantime_serde::re::humantime::format_rfc3339_seconds(at).to_string()
+        },
+    )
+}
+
+fn encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
+        let (key, value) = pair.trim().split_once('=')?;
+        (key == name).then(|| value.to_owned())
+    })
+}
+
+fn set_cookie(console: &Console, name: &str, value: &str, max_age: Option<u64>) -> String {
+    let secure = if console.secure_cookies { "; Secure" } else { "" };
+    let age = max_age.map(|s| format!("; Max-Age={s}")).unwrap_or_default();
+    format!("{name}={value}; Path=/ui; HttpOnly; SameSite=Strict{secure}{age}")
+}
+
+/// The session of a request; with authentication off, one is opened for it.
+enum Visitor {
+    In(String, Session),
+    /// Not signed in: to the sign-in page.
+    Out,
+}
+
+fn visitor(console: &Console, headers: &HeaderMap) -> Visitor {
+    if let Some(id) = cookie(headers, SESSION_COOKIE)
+        && let Some(session) = console.sessions.get(&id)
+    {
+        return Visitor::In(id, session);
+    }
+    if console.open {
+        let (id, session) = console.sessions.open(None, "anonymous (authentication is off)".into(), None);
+        return Visitor::In(id, session);
+    }
+    Visitor::Out
+}
+
+/// Runs `render` for a signed-in visitor; sends the others to sign in.
+async fn signed_in<F, Fut>(console: &Console, headers: &HeaderMap, render: F) -> Response
+where
+    F: FnOnce(String, Session) -> Fut,
+    Fut: std::future::Future<Output = Markup>,
+{
+    match visitor(console, headers) {
+        Visitor::In(id, session) => {
+            let mut response = page(render(id.clone(), session).await);
+            if cookie(headers, SESSION_COOKIE).as_deref() != Some(id.as_str())
+                && let Ok(value) = set_cookie(console, SESSION_COOKIE, &id, None).parse()
+            {
+                response.headers_mut().append(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Visitor::Out => harden(Redirect::to("/ui/login").into_response()),
+    }
+}
+
+fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · icegate" }
+                link rel="stylesheet" href="/ui/style.css";
+            }
+            body {
+                header {
+                    nav aria-label="Main" {
+                        a.brand href="/ui" { "icegate" }
+                        @if session.is_some() {
+                            a href="/ui" { "Warehouses" }
+                            a href="/ui/tasks" { "Tasks" }
+                        }
+                    }
+                    @if let Some(session) = session {
+                        form.signout method="post" action="/ui/logout" {
+                            span { "Signed in as " strong { (session.principal) } }
+                            input type="hidden" name="csrf" value=(session.csrf);
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main { h1 { (title) } (body) }
+            }
+        }
+    }
+}
+
+fn refused(answer: &super::Answer) -> Markup {
+    html! { p.error role="alert" { (answer.message()) } }
+}
+
+async fn style() -> Response {
+    harden(([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response())
+}
+
+async fn home(State(console): State<Console>, headers: HeaderMap) -> Response {
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let answer = console.call(session.token.as_deref(), Method::GET, "/management/v1/warehouses", None).await;
+        let body = if answer.ok() {
+            html! {
+                table {
+                    thead { tr { th { "Warehouse" } th { "Storage root" } th { "Storage" } th { "Dropped tables" } } }
+                    tbody {
+                        @for w in answer.body["warehouses"].as_array().into_iter().flatten() {
+                            @let name = w["name"].as_str().unwrap_or_default();
+                            tr {
+                                td { a href={ "/ui/warehouse?w=" (encode(name)) } { (name) } }
+                                td { code { (w["storage-root"].as_str().unwrap_or_default()) } }
+                                td { (w["storage-profile"]["type"].as_str().unwrap_or("-")) }
+                                td { a href={ "/ui/deleted?w=" (encode(name)) } { "Deleted tables" } }
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            refused(&answer)
+        };
+        layout("Warehouses", Some(&session), body)
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    client_id: String,
+    client_secret: String,
+    nonce: String,
+}
+
+async fn login_form(State(console): State<Console>) -> Response {
+    if console.open {
+        return harden(Redirect::to("/ui").into_response());
+    }
+    let nonce = random_token();
+    let markup = layout(
+        "Sign in",
+        None,
+        html! {
+            form.card method="post" action="/ui/login" {
+                input type="hidden" name="nonce" value=(nonce);
+                label for="client_id" { "Client id" }
+                input #client_id name="client_id" autocomplete="username" required;
+                label for="client_secret" { "Client secret" }
+                input #client_secret name="client_secret" type="password" autocomplete="current-password" required;
+                button type="submit" { "Sign in" }
+            }
+        },
+    );
+    let mut response = page(markup);
+    if let Ok(value) = set_cookie(&console, LOGIN_COOKIE, &nonce, Some(600)).parse() {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
+    // The sign-in form must be this server's own (no signing a visitor in as someone else).
+    if !cookie(&headers, LOGIN_COOKIE).is_some_and(|nonce| same(&nonce, &form.nonce)) {
+        return harden((StatusCode::FORBIDDEN, "the sign-in form expired: load it again").into_response());
+    }
+    let grant = url::form_urlencoded::Serializer::new(String::new())
+        .append_pair("grant_type", "client_credentials")
+        .append_pair("client_id", &form.client_id)
+        .append_pair("client_secret", &form.client_secret)
+        .finish();
+    let answer = console.call_form("/v1/oauth/tokens", grant).await;
+    let Some(token) = answer.body["access_token"].as_str().filter(|_| answer.ok()).map(str::to_owned) else {
+        let markup = layout(
+            "Sign in",
+            None,
+            html! {
+                p.error role="alert" { "Sign-in refused: the client id or secret is wrong, or the principal is locked." }
+                p { a href="/ui/login" { "Try again" } }
+            },
+        );
+        let mut response = page(markup);
+        *response.status_mut() = StatusCode::UNAUTHORIZED;
+        return response;
+    };
+    let lifetime = answer.body["expires_in"].as_u64().map(std::time::Duration::from_secs);
+    let whoami = console.call(Some(&token), Method::GET, "/management/v1/whoami", None).await;
+    let principal = whoami.body["name"].as_str().unwrap_or(&form.client_id).to_owned();
+    let (id, _) = console.sessions.open(Some(token), principal, lifetime);
+    let mut response = harden(Redirect::to("/ui").into_response());
+    for value in [set_cookie(&console, SESSION_COOKIE, &id, None), set_cookie(&console, LOGIN_COOKIE, "", Some(0))] {
+        if let Ok(value) = value.parse() {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    csrf: String,
+}
+
+/// The session of a form's request, if its CSRF token is the session's.
+fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Option<(String, Session)> {
+    let id = cookie(headers, SESSION_COOKIE)?;
+    let session = console.sessions.get(&id)?;
+    same(&session.csrf, csrf).then_some((id, session))
+}
+
+async fn logout(State(console): State<Console>, headers: HeaderMap, Form(form): Form<CsrfForm>) -> Response {
+    let Some((id, _)) = checked(&console, &headers, &form.csrf) else {
+        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+    };
+    console.sessions.close(&id);
+    let mut response = harden(Redirect::to("/ui/login").into_response());
+    if let Ok(value) = set_cookie(&console, SESSION_COOKIE, "", Some(0)).parse() {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// A namespace in `/v1` paths.
+fn ns_path(levels: &[String]) -> String {
+    levels
+        .iter()
+        .map(|l| percent_encoding::utf8_percent_encode(l, percent_encoding::NON_ALPHANUMERIC).to_string())
+        .collect::<Vec<_>>()
+        .join("%1F")
+}
+
+fn levels_of(joined: &str) -> Vec<String> {
+    joined.split('\u{1f}').map(str::to_owned).collect()
+}
+
+async fn prefix(console: &Console, session: &Session, warehouse: &str) -> Result<String, super::Answer> {
+    let answer = console
+        .call(session.token.as_deref(), Method::GET, &format!("/v1/config?warehouse={}", encode(warehouse)), None)
+        .await;
+    if !answer.ok() {
+        return Err(answer);
+    }
+    Ok(answer.body["overrides"]["prefix"].as_str().unwrap_or_default().to_owned())
+}
+
+fn namespace_link(warehouse: &str, levels: &[String]) -> String {
+    format!("/ui/namespace?w={}&ns={}", encode(warehouse), encode(&levels.join("\u{1f}")))
+}
+
+async fn warehouse(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let warehouse = q.get("w").cloned().unwrap_or_default();
+    let search = q.get("q").cloned().unwrap_or_default();
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let body = match prefix(&console, &session, &warehouse).await {
+            Err(answer) => refused(&answer),
+            Ok(prefix) => {
+                // The whole tree the principal may see, breadth first (bounded), filtered by the search.
+                let mut found: Vec<Vec<String>> = Vec::new();
+                let mut queue: Vec<Vec<String>> = vec![Vec::new()];
+                while let Some(parent) = queue.pop() {
+                    if found.len() >= 2_000 {
+                        break;
+                    }
+                    let mut path = format!("/v1/{prefix}/namespaces?pageSize=1000");
+                    if !parent.is_empty() {
+                        path.push_str(&format!("&parent={}", ns_path(&parent)));
+                    }
+                    let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+                    for ns in answer.body["namespaces"].as_array().into_iter().flatten() {
+                        let levels: Vec<String> = serde_json::from_value(ns.clone()).unwrap_or_default();
+                        if levels.len() == parent.len() + 1 {
+                            queue.push(levels.clone());
+                            found.push(levels);
+                        }
+                    }
+                }
+                found.sort();
+                let needle = search.to_lowercase();
+                html! {
+                    form.search role="search" method="get" action="/ui/warehouse" {
+                        input type="hidden" name="w" value=(warehouse);
+                        label for="q" { "Search namespaces" }
+                        input #q name="q" value=(search);
+                        button type="submit" { "Search" }
+                    }
+                    ul.tree {
+                        @for levels in found.iter().filter(|l| needle.is_empty() || l.join(".").to_lowercase().contains(&needle)) {
+                            li style={ "--depth: " (levels.len() - 1) } {
+                                a href=(namespace_link(&warehouse, levels)) { (levels.last().cloned().unwrap_or_default()) }
+                                @if levels.len() > 1 { span.muted { " in " (levels[..levels.len() - 1].join(".")) } }
+                            }
+                        }
+                    }
+                    p { a href={ "/ui/deleted?w=" (encode(&warehouse)) } { "Dropped tables of " (warehouse) } }
+                }
+            }
+        };
+        layout(&format!("Warehouse {warehouse}"), Some(&session), body)
+    })
+    .await
+}
+
+async fn namespace(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let warehouse = q.get("w").cloned().unwrap_or_default();
+    let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let body = match prefix(&console, &session, &warehouse).await {
+            Err(answer) => refused(&answer),
+            Ok(prefix) => {
+                let base = format!("/v1/{prefix}/namespaces/{}", ns_path(&levels));
+                let loaded = console.call(session.token.as_deref(), Method::GET, &base, None).await;
+                if !loaded.ok() {
+                    refused(&loaded)
+                } else {
+                    let tables = console.call(session.token.as_deref(), Method::GET, &format!("{base}/tables?pageSize=1000"), None).await;
+                    let views = console.call(session.token.as_deref(), Method::GET, &format!("{base}/views?pageSize=1000"), None).await;
+                    html! {
+                        h2 { "Properties" }
+                        (properties(&loaded.body["properties"]))
+                        h2 { "Tables" }
+                        ul {
+                            @for t in tables.body["identifiers"].as_array().into_iter().flatten() {
+                                @let name = t["name"].as_str().unwrap_or_default();
+                                li { a href={ "/ui/table?w=" (encode(&warehouse)) "&ns=" (encode(&levels.join("\u{1f}"))) "&t=" (encode(name)) } { (name) } }
+                            }
+                        }
+                        h2 { "Views" }
+                        ul {
+                            @for v in views.body["identifiers"].as_array().into_iter().flatten() {
+                                li { (v["name"].as_str().unwrap_or_default()) }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        layout(&format!("Namespace {}", levels.join(".")), Some(&session), body)
+    })
+    .await
+}
+
+fn properties(value: &Value) -> Markup {
+    html! {
+        table {
+            thead { tr { th { "Property" } th { "Value" } } }
+            tbody {
+                @for (k, v) in value.as_object().into_iter().flatten() {
+                    tr { td { code { (k) } } td { (v.as_str().map_or_else(|| v.to_string(), str::to_owned)) } }
+                }
+            }
+        }
+    }
+}
+
+/// One snapshot on the timeline: when, total records, total bytes, and its title.
+type Point = (i64, f64, f64, String);
+
+/// The snapshot timeline: time against total records and total size, one point per snapshot
+/// (an SVG drawn here, no script), each point titled with its figures.
+fn timeline(snapshots: &[Value]) -> Markup {
+    let points: Vec<Point> = snapshots
+        .iter()
+        .map(|s| {
+            let summary = &s["summary"];
+            let number = |k: &str| summary[k].as_str().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            let title = format!(
+                "snapshot {} · {} · {} records (+{}) · {} files (+{}) · {} bytes",
+                s["snapshot-id"],
+                summary["operation"].as_str().unwrap_or("-"),
+                number("total-records"),
+                number("added-records"),
+                number("total-data-files"),
+                number("added-data-files"),
+                number("total-files-size"),
+            );
+            (s["timestamp-ms"].as_i64().unwrap_or(0), number("total-records"), number("total-files-size"), title)
+        })
+        .collect();
+    if points.is_empty() {
+        return html! { p.muted { "No snapshots yet." } };
+    }
+    let (w, h, pad) = (640.0, 200.0, 24.0);
+    let t0 = points.iter().map(|p| p.0).min().unwrap_or(0) as f64;
+    let t1 = (points.iter().map(|p| p.0).max().unwrap_or(0) as f64).max(t0 + 1.0);
+    let max_records = points.iter().map(|p| p.1).fold(1.0, f64::max);
+    let max_size = points.iter().map(|p| p.2).fold(1.0, f64::max);
+    let x = |t: i64| pad + (t as f64 - t0) / (t1 - t0) * (w - 2.0 * pad);
+    let y = |v: f64, max: f64| h - pad - v / max * (h - 2.0 * pad);
+    let line = |pick: &dyn Fn(&Point) -> f64, max: f64| {
+        points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(pick(p), max))).collect::<Vec<_>>().join(" ")
+    };
+    let records = line(&|p| p.1, max_records);
+    let sizes = line(&|p| p.2, max_size);
+    html! {
+        figure.timeline {
+            svg viewBox={ "0 0 " (w) " " (h) } role="img" aria-label="Snapshot timeline: total records and total size over time" {
+                line.axis x1=(pad) y1=(h - pad) x2=(w - pad) y2=(h - pad) {}
+                polyline.records points=(records) {}
+                polyline.size points=(sizes) {}
+                @for p in &points {
+                    circle.records cx=(format!("{:.1}", x(p.0))) cy=(format!("{:.1}", y(p.1, max_records))) r="4" { title { (p.3) } }
+                }
+            }
+            figcaption {
+                span.key-records { "total records (max " (max_records) ")" }
+                " · "
+                span.key-size { "total size (max " (max_size) " bytes)" }
+            }
+        }
+    }
+}
+
+async fn table(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let warehouse = q.get("w").cloned().unwrap_or_default();
+    let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
+    let name = q.get("t").cloned().unwrap_or_default();
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let body = match prefix(&console, &session, &warehouse).await {
+            Err(answer) => refused(&answer),
+            Ok(prefix) => {
+                let path = format!("/v1/{prefix}/namespaces/{}/tables/{}", ns_path(&levels), encode(&name).replace('+', "%20"));
+                let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+                if !loaded.ok() {
+                    refused(&loaded)
+                } else {
+                    let m = &loaded.body["metadata"];
+                    let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == m["current-schema-id"]).cloned().unwrap_or(Value::Null);
+                    let spec = m["partition-specs"].as_array().into_iter().flatten().find(|s| s["spec-id"] == m["default-spec-id"]).cloned().unwrap_or(Value::Null);
+                    let order = m["sort-orders"].as_array().into_iter().flatten().find(|s| s["order-id"] == m["default-sort-order-id"]).cloned().unwrap_or(Value::Null);
+                    let snapshots: Vec<Value> = m["snapshots"].as_array().cloned().unwrap_or_default();
+                    let who = console
+                        .call(
+                            session.token.as_deref(),
+                            Method::GET,
+                            &format!(
+                                "/management/v1/access-reviews/effective?warehouse={}&namespace={}&table={}",
+                                encode(&warehouse),
+                                encode(&levels.join("\u{1f}")),
+                                encode(&name)
+                            ),
+                            None,
+                        )
+                        .await;
+                    html! {
+                        p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
+                        p { "Metadata " code { (loaded.body["metadata-location"].as_str().unwrap_or_default()) } }
+                        h2 { "Schema " (schema["schema-id"]) }
+                        table {
+                            thead { tr { th { "Field id" } th { "Column" } th { "Type" } th { "Required" } } }
+                            tbody {
+                                @for f in schema["fields"].as_array().into_iter().flatten() {
+                                    tr {
+                                        td { (f["id"]) }
+                                        td { (f["name"].as_str().unwrap_or_default()) }
+                                        td { code { (f["type"].as_str().map_or_else(|| f["type"]["type"].as_str().unwrap_or("nested").to_owned(), str::to_owned)) } }
+                                        td { (f["required"].as_bool().unwrap_or(false)) }
+                                    }
+                                }
+                            }
+                        }
+                        h2 { "Partition spec " (spec["spec-id"]) }
+                        @if spec["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unpartitioned" } }
+                        ul { @for f in spec["fields"].as_array().into_iter().flatten() { li { (f["name"].as_str().unwrap_or_default()) ": " code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) } } }
+                        h2 { "Sort order" }
+                        @if order["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unsorted" } }
+                        ul { @for f in order["fields"].as_array().into_iter().flatten() { li { code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) " " (f["direction"].as_str().unwrap_or_default()) } } }
+                        h2 { "Snapshots" }
+                        (timeline(&snapshots))
+                        table.snapshots {
+                            thead { tr { th { "Snapshot" } th { "Committed" } th { "Operation" } th { "Records" } th { "Files" } th { "Size (bytes)" } } }
+                            tbody {
+                                @for s in &snapshots {
+                                    tr {
+                                        td { (s["snapshot-id"]) }
+                                        td { (when(&s["timestamp-ms"])) }
+                                        td { (s["summary"]["operation"].as_str().unwrap_or("-")) }
+                                        td { (s["summary"]["total-records"].as_str().unwrap_or("-")) }
+                                        td { (s["summary"]["total-data-files"].as_str().unwrap_or("-")) }
+                                        td { (s["summary"]["total-files-size"].as_str().unwrap_or("-")) }
+                                    }
+                                }
+                            }
+                        }
+                        h2 { "Refs" }
+                        ul { @for (r, v) in m["refs"].as_object().into_iter().flatten() { li { (r) " (" (v["type"].as_str().unwrap_or_default()) "): " (v["snapshot-id"]) } } }
+                        h2 { "Properties" }
+                        (properties(&m["properties"]))
+                        h2 { "Metadata log" }
+                        ol { @for e in m["metadata-log"].as_array().into_iter().flatten() { li { code { (e["metadata-file"].as_str().unwrap_or_default()) } " at " (when(&e["timestamp-ms"])) } } }
+                        h2 { "Who can access it" }
+                        @if who.ok() {
+                            table.access {
+                                thead { tr { th { "Principal" } th { "Privilege" } th { "Via role" } th { "Granted on" } th { "Relation" } } }
+                                tbody {
+                                    @for l in who.body["lines"].as_array().into_iter().flatten() {
+                                        tr {
+                                            td { (l["principal"].as_str().unwrap_or_default()) }
+                                            td { (l["privilege"].as_str().unwrap_or_default()) }
+                                            td { (l["role"].as_str().unwrap_or_default()) }
+                                            td { (l["securable"]["type"].as_str().unwrap_or_default()) " " (l["securable"]["name"].as_str().or_else(|| l["securable"]["warehouse"].as_str()).unwrap_or_default()) }
+                                            td { (l["relation"].as_str().unwrap_or_default()) }
+                                        }
+                                    }
+                                }
+                            }
+                        } @else {
+                            p.muted { "Not shown: " (who.message()) }
+                        }
+                    }
+                }
+            }
+        };
+        layout(&format!("Table {}.{}", levels.join("."), name), Some(&session), body)
+    })
+    .await
+}
+
+async fn deleted(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let warehouse = q.get("w").cloned().unwrap_or_default();
+    let note = q.get("note").cloned();
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let path = format!("/management/v1/warehouses/{}/deleted", encode(&warehouse).replace('+', "%20"));
+        let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+        let body = if !answer.ok() {
+            refused(&answer)
+        } else {
+            html! {
+                @if let Some(note) = &note { p.note role="status" { (note) } }
+                table {
+                    thead { tr { th { "Table" } th { "Dropped" } th { "By" } th { "Restorable" } th { "" } } }
+                    tbody {
+                        @for d in answer.body["deleted"].as_array().into_iter().flatten() {
+                            @let namespace: Vec<String> = serde_json::from_value(d["namespace"].clone()).unwrap_or_default();
+                            tr {
+                                td { (namespace.join(".")) "." (d["name"].as_str().unwrap_or_default()) }
+                                td { (when(&d["dropped-at-ms"])) }
+                                td { (d["dropped-by"].as_str().unwrap_or_default()) }
+                                td { @if d["restorable"] == json!(true) { "yes" } @else { (d["not-restorable"].as_str().unwrap_or("no")) } }
+                                td {
+                                    @if d["restorable"] == json!(true) {
+                                        form method="post" action="/ui/undrop" {
+                                            input type="hidden" name="csrf" value=(session.csrf);
+                                            input type="hidden" name="w" value=(warehouse);
+                                            input type="hidden" name="ns" value=(namespace.join("\u{1f}"));
+                                            input type="hidden" name="name" value=(d["name"].as_str().unwrap_or_default());
+                                            input type="hidden" name="id" value=(d["id"].as_str().unwrap_or_default());
+                                            button type="submit" aria-label={ "Undrop " (d["name"].as_str().unwrap_or_default()) } { "Undrop" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        layout(&format!("Dropped tables of {warehouse}"), Some(&session), body)
+    })
+    .await
+}
+
+#[derive(Deserialize)]
+struct UndropForm {
+    csrf: String,
+    w: String,
+    ns: String,
+    name: String,
+    id: String,
+}
+
+async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): Form<UndropForm>) -> Response {
+    let Some((_, session)) = checked(&console, &headers, &form.csrf) else {
+        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+    };
+    let body = json!({ "namespace": levels_of(&form.ns), "name": form.name, "id": form.id });
+    let path = format!("/management/v1/warehouses/{}/undrop", encode(&form.w).replace('+', "%20"));
+    let answer = console.call(session.token.as_deref(), Method::POST, &path, Some(body)).await;
+    let note =
+        if answer.ok() { format!("{} is back.", form.name) } else { format!("Not undropped: {}", answer.message()) };
+    harden(Redirect::to(&format!("/ui/deleted?w={}&note={}", encode(&form.w), encode(&note))).into_response())
+}
+
+async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let answer =
+            console.call(session.token.as_deref(), Method::GET, "/management/v1/tasks?pageSize=100", None).await;
+        let body = if !answer.ok() {
+            refused(&answer)
+        } else {
+            let running = answer.body["tasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| matches!(t["state"].as_str(), Some("queued" | "running")));
+            html! {
+                @if running { p.muted { "Work in progress: this page follows it (reload)." } }
+                table {
+                    thead { tr { th { "Task" } th { "Kind" } th { "State" } th { "Progress" } th { "Reason" } } }
+                    tbody {
+                        @for t in answer.body["tasks"].as_array().into_iter().flatten() {
+                            @let done = t["progress"]["done"].as_i64().unwrap_or(0);
+                            @let total = t["progress"]["total"].as_i64();
+                            tr {
+                                td { code { (t["id"].as_str().unwrap_or_default()) } }
+                                td { (t["kind"].as_str().unwrap_or_default()) }
+                                td.state { (t["state"].as_str().unwrap_or_default()) }
+                                td {
+                                    @if let Some(total) = total {
+                                        progress value=(done) max=(total.max(1)) { (done) "/" (total) }
+                                        " " (done) "/" (total)
+                                    } @else { (done) }
+                                }
+                                td { (t["reason"].as_str().unwrap_or_default()) }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        layout("Tasks", Some(&session), body)
+    })
+    .await
+}
