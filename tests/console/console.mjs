@@ -61,9 +61,13 @@ try {
   await page.goto(`${url}/ui/deleted?w=default`);
   await shot(page, "deleted");
   await page.getByRole("button", { name: `Undrop ${params.dropped}` }).click();
-  await page.waitForURL(/note=/);
+  await page.waitForURL(/\/ui\/deleted/);
   results.steps.undrop_note = await page.locator("p.note").innerText();
   await shot(page, "undropped");
+
+  // A status box only says what this session did: a link's text does not land in it.
+  await page.goto(`${url}/ui/deleted?w=default&note=${encodeURIComponent("Confirm your secret at https://evil.example")}`);
+  results.steps.spoofed_note = await page.locator("p.note").count();
 
   // Tasks, with their progress.
   await page.goto(`${url}/ui/tasks`);

@@ -81,6 +81,7 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert "narrow" in steps["who_can"]
         assert steps["focused"] == "A"
         assert "old is back" in steps["undrop_note"]
+        assert steps["spoofed_note"] == 0
         assert catalog.load_table("sales.old") is not None
         assert "remove-orphans" in steps["tasks_text"] or "orphan" in steps["tasks_text"]
         assert steps["forged_status"] == 403

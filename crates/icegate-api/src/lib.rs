@@ -101,6 +101,9 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
     // clients reach the server over https.
     let console_open = !security.authenticator.required();
     let secure_cookies = catalog.public_url().is_some_and(|url| url.starts_with("https://"));
+    // One bound on requests in flight, for the API's and the console's.
+    let in_flight = InFlight::new(options.max_in_flight);
+    let console_metrics = metrics.clone();
     let access =
         icegate_catalog::access_admin::AccessAdmin::new(security.authenticator.access().clone(), catalog.clone());
     let state = AppState(Arc::new(AppStateInner {
@@ -154,14 +157,30 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
         // Authentication before idempotency: a key belongs to the caller that sent it.
         .layer(axum::middleware::from_fn_with_state(state, authn::guard))
         // Shed before authenticating (cheap), inside the metrics so shed requests are counted.
-        .layer(axum::middleware::from_fn_with_state(InFlight::new(options.max_in_flight), shed_load))
+        .layer(axum::middleware::from_fn_with_state(in_flight.clone(), shed_load))
         .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
         .layer(trace)
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
         .layer(axum::middleware::from_fn_with_state(options.max_header_bytes, limit_headers))
         .layer(axum::middleware::from_fn(error::iceberg_error_bodies));
-    console::Console::new(api, secure_cookies, console_open).router()
+    // The console's pages, behind the protections of the API's own requests: a small body
+    // limit (its forms are a few fields), the request timeout, the same bound on requests in
+    // flight, the metrics, the request log and ids, the header limit. Each page's API calls go
+    // through the API's whole stack (authentication, authorization, audit).
+    let console_request_id = HeaderName::from_static(REQUEST_ID_HEADER);
+    console::Console::new(api.clone(), secure_cookies, console_open)
+        .pages()
+        .layer(RequestBodyLimitLayer::new(console::MAX_FORM_BYTES))
+        .layer(DefaultBodyLimit::max(console::MAX_FORM_BYTES))
+        .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))
+        .layer(axum::middleware::from_fn_with_state(in_flight, shed_load))
+        .layer(axum::middleware::from_fn_with_state(console_metrics, metrics::track))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::new(console_request_id.clone()))
+        .layer(SetRequestIdLayer::new(console_request_id, MakeRequestUuid))
+        .layer(axum::middleware::from_fn_with_state(options.max_header_bytes, limit_headers))
+        .fallback_service(api)
 }
 
 /// The documented operations by route: each verb the route serves, with its operation id

@@ -32,6 +32,9 @@ pub struct Console {
     open: bool,
 }
 
+/// The largest console form accepted (a sign-in, an undrop: a few fields).
+pub const MAX_FORM_BYTES: usize = 16 * 1024;
+
 /// The policy every console answer carries: nothing but this server's own styles and images, no
 /// script at all, no framing, forms posting only here.
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; \
@@ -102,9 +105,9 @@ impl Console {
         }
     }
 
-    /// The console's routes; everything else goes to `api`.
-    pub fn router(self) -> Router {
-        pages::routes(self.clone()).fallback_service(self.api.clone())
+    /// The console's routes (everything else is the API's).
+    pub fn pages(self) -> Router {
+        pages::routes(self)
     }
 }
 

@@ -16,6 +16,9 @@ use super::session::{Session, random_token, same};
 use super::{Console, harden, page};
 
 const SESSION_COOKIE: &str = "icegate_session";
+/// API calls one view of a warehouse's tree makes at most, and namespaces it shows at most.
+const MAX_TREE_CALLS: usize = 50;
+const MAX_TREE_NAMESPACES: usize = 2_000;
 const LOGIN_COOKIE: &str = "icegate_login";
 const STYLE: &str = include_str!("style.css");
 
@@ -76,8 +79,9 @@ fn visitor(console: &Console, headers: &HeaderMap) -> Visitor {
     {
         return Visitor::In(id, session);
     }
-    if console.open {
-        let (id, session) = console.sessions.open(None, "anonymous (authentication is off)".into(), None);
+    if console.open
+        && let Some((id, session)) = console.sessions.open_session()
+    {
         return Visitor::In(id, session);
     }
     Visitor::Out
@@ -232,7 +236,12 @@ async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): F
     let lifetime = answer.body["expires_in"].as_u64().map(std::time::Duration::from_secs);
     let whoami = console.call(Some(&token), Method::GET, "/management/v1/whoami", None).await;
     let principal = whoami.body["name"].as_str().unwrap_or(&form.client_id).to_owned();
-    let (id, _) = console.sessions.open(Some(token), principal, lifetime);
+    let Some((id, _)) = console.sessions.open(Some(token), principal, lifetime) else {
+        return harden(
+            (StatusCode::SERVICE_UNAVAILABLE, "the console holds as many sessions as it may: try again later")
+                .into_response(),
+        );
+    };
     let mut response = harden(Redirect::to("/ui").into_response());
     for value in [set_cookie(&console, SESSION_COOKIE, &id, None), set_cookie(&console, LOGIN_COOKIE, "", Some(0))] {
         if let Ok(value) = value.parse() {
@@ -307,15 +316,21 @@ async fn warehouse(
                 // The whole tree the principal may see, breadth first (bounded), filtered by the search.
                 let mut found: Vec<Vec<String>> = Vec::new();
                 let mut queue: Vec<Vec<String>> = vec![Vec::new()];
+                let mut calls = 0;
+                let mut truncated = false;
                 while let Some(parent) = queue.pop() {
-                    if found.len() >= 2_000 {
+                    // A bounded walk: each level listed is one API call (and one audit record).
+                    if calls >= MAX_TREE_CALLS || found.len() >= MAX_TREE_NAMESPACES {
+                        truncated = true;
                         break;
                     }
+                    calls += 1;
                     let mut path = format!("/v1/{prefix}/namespaces?pageSize=1000");
                     if !parent.is_empty() {
                         path.push_str(&format!("&parent={}", ns_path(&parent)));
                     }
                     let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+                    truncated |= answer.body["next-page-token"].as_str().is_some_and(|t| !t.is_empty());
                     for ns in answer.body["namespaces"].as_array().into_iter().flatten() {
                         let levels: Vec<String> = serde_json::from_value(ns.clone()).unwrap_or_default();
                         if levels.len() == parent.len() + 1 {
@@ -333,9 +348,10 @@ async fn warehouse(
                         input #q name="q" value=(search);
                         button type="submit" { "Search" }
                     }
+                    @if truncated { p.muted role="status" { "Only part of the tree is shown: search, or open a namespace." } }
                     ul.tree {
                         @for levels in found.iter().filter(|l| needle.is_empty() || l.join(".").to_lowercase().contains(&needle)) {
-                            li style={ "--depth: " (levels.len() - 1) } {
+                            li class={ "depth-" ((levels.len() - 1).min(15)) } {
                                 a href=(namespace_link(&warehouse, levels)) { (levels.last().cloned().unwrap_or_default()) }
                                 @if levels.len() > 1 { span.muted { " in " (levels[..levels.len() - 1].join(".")) } }
                             }
@@ -579,8 +595,8 @@ async fn deleted(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
-    let note = q.get("note").cloned();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |id, session| async move {
+        let note = console.sessions.take_notice(&id);
         let path = format!("/management/v1/warehouses/{}/deleted", encode(&warehouse).replace('+', "%20"));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let body = if !answer.ok() {
@@ -631,7 +647,7 @@ struct UndropForm {
 }
 
 async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): Form<UndropForm>) -> Response {
-    let Some((_, session)) = checked(&console, &headers, &form.csrf) else {
+    let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
         return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
     };
     let body = json!({ "namespace": levels_of(&form.ns), "name": form.name, "id": form.id });
@@ -639,7 +655,8 @@ async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): 
     let answer = console.call(session.token.as_deref(), Method::POST, &path, Some(body)).await;
     let note =
         if answer.ok() { format!("{} is back.", form.name) } else { format!("Not undropped: {}", answer.message()) };
-    harden(Redirect::to(&format!("/ui/deleted?w={}&note={}", encode(&form.w), encode(&note))).into_response())
+    console.sessions.notify(&id, note);
+    harden(Redirect::to(&format!("/ui/deleted?w={}", encode(&form.w))).into_response())
 }
 
 async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
