@@ -54,8 +54,24 @@ try {
   await page.keyboard.press("Tab");
   results.steps.focused = await page.evaluate(() => document.activeElement?.tagName);
 
-  // A grant made (through the API, by the test) shows in "who can access".
+  // Grant a role read on the table in the console; its member then shows in "who can access".
+  await page.goto(`${url}/ui/access`);
+  await page.getByLabel("Role", { exact: true }).fill(params.grant_role);
+  await page.getByLabel("Privilege", { exact: true }).selectOption("read");
+  await page.getByLabel(/^On/).fill("default.sales.orders");
+  await page.getByLabel("Kind", { exact: true }).selectOption("table");
+  await page.getByRole("button", { name: "Grant", exact: true }).click();
+  await page.waitForURL(`${url}/ui/access`);
+  results.steps.grant_note = await page.locator("p.note").innerText();
+  await shot(page, "access");
+  await page.goto(`${url}/ui/table?w=default&ns=sales&t=orders`);
   results.steps.who_can = await page.locator("table.access tbody td:first-child").allTextContents();
+
+  // The audit trail, filtered.
+  await page.goto(`${url}/ui/audit?action=loadTable`);
+  await shot(page, "audit");
+  results.steps.audit_rows = await page.locator("table.audit tbody tr").count();
+  results.steps.audit_text = await page.locator("table.audit").innerText();
 
   // Undrop from the deleted tables' page.
   await page.goto(`${url}/ui/deleted?w=default`);

@@ -59,6 +59,8 @@ def test_the_console_in_a_real_browser(tmp_path):
         catalog.create_namespace(MARKUP)
         narrow_token, narrow = principal(server, token, "narrow", "narrow-readers", "read",
                                          {"type": "table", "warehouse": "default", "namespace": ["sales"], "name": "orders"})
+        # A role whose member the console's grant reaches.
+        principal(server, token, "eve", "console-role", "describe", {"type": "warehouse", "warehouse": "default"})
         # A task to show.
         admin_call(server, token, "POST", "/management/v1/warehouses/default/maintenance/run",
                    {"namespace": ["sales"], "table": "orders", "actions": ["remove-orphans"]})
@@ -67,7 +69,7 @@ def test_the_console_in_a_real_browser(tmp_path):
         results = drive(server, out, {
             "admin_id": ADMIN_ID, "admin_secret": ADMIN_SECRET, "narrow_id": narrow["client-id"],
             "narrow_secret": narrow["client-secret"], "dropped": "old", "hidden_namespace": "secret_hr",
-            "hidden_table": "salaries",
+            "hidden_table": "salaries", "grant_role": "console-role",
         })
         steps = results["steps"]
         assert results["dialogs"] == [], "no markup ran as script"
@@ -78,7 +80,11 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert steps["columns"] == ["id", "label"]
         assert steps["plot_points"] == 3
         assert MARKUP in steps["table_text"], "the property shows as text"
-        assert "narrow" in steps["who_can"]
+        assert steps["grant_note"] == "Granted read to console-role."
+        assert "narrow" in steps["who_can"] and "eve" in steps["who_can"]
+        grants = admin_call(server, token, "GET", "/management/v1/grants?role=console-role")["grants"]
+        assert {(g["privilege"], g["securable"].get("name")) for g in grants} >= {("read", "orders")}
+        assert steps["audit_rows"] > 0 and "loadTable" in steps["audit_text"]
         assert steps["focused"] == "A"
         assert "old is back" in steps["undrop_note"]
         assert steps["spoofed_note"] == 0
@@ -94,7 +100,8 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert "does not exist" in steps["narrow_hidden_table"] or "Not" in steps["narrow_hidden_table"]
         assert "old" not in steps["narrow_deleted"].split("Dropped tables of default", 1)[-1].split()
         assert steps["narrow_visible_columns"] == ["id", "label"]
-        for name in ["login", "warehouses", "warehouse", "table", "deleted", "tasks", "table-phone", "narrow-table"]:
+        for name in ["login", "warehouses", "warehouse", "table", "access", "audit", "deleted", "tasks", "table-phone",
+                     "narrow-table"]:
             assert (out / f"{name}.png").stat().st_size > 1000, name
     finally:
         server.stop()

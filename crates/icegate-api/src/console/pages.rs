@@ -19,6 +19,8 @@ const SESSION_COOKIE: &str = "icegate_session";
 /// API calls one view of a warehouse's tree makes at most, and namespaces it shows at most.
 const MAX_TREE_CALLS: usize = 50;
 const MAX_TREE_NAMESPACES: usize = 2_000;
+/// Roles the access page shows at most (each costs one grants listing).
+const MAX_ROLES: usize = 200;
 const LOGIN_COOKIE: &str = "icegate_login";
 const STYLE: &str = include_str!("style.css");
 
@@ -35,6 +37,9 @@ pub fn routes(console: Console) -> Router {
         .route("/ui/deleted", get(deleted))
         .route("/ui/undrop", post(undrop))
         .route("/ui/tasks", get(tasks))
+        .route("/ui/access", get(access))
+        .route("/ui/grant", post(grant))
+        .route("/ui/audit", get(audit))
         .with_state(console)
 }
 
@@ -124,6 +129,8 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                         @if session.is_some() {
                             a href="/ui" { "Warehouses" }
                             a href="/ui/tasks" { "Tasks" }
+                            a href="/ui/access" { "Access" }
+                            a href="/ui/audit" { "Audit" }
                         }
                     }
                     @if let Some(session) = session {
@@ -697,6 +704,191 @@ async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
             }
         };
         layout("Tasks", Some(&session), body)
+    })
+    .await
+}
+
+/// Roles, their members and grants, with forms to grant and revoke (what the principal may
+/// manage: the API decides).
+async fn access(State(console): State<Console>, headers: HeaderMap) -> Response {
+    signed_in(&console.clone(), &headers, |id, session| async move {
+        let note = console.sessions.take_notice(&id);
+        let token = session.token.as_deref();
+        let roles = console.call(token, Method::GET, "/management/v1/roles", None).await;
+        let body = if !roles.ok() {
+            refused(&roles)
+        } else {
+            let mut rows = Vec::new();
+            // One grants listing per role shown: at most MAX_ROLES of them.
+            for role in roles.body["roles"].as_array().into_iter().flatten().take(MAX_ROLES) {
+                let name = role["name"].as_str().unwrap_or_default().to_owned();
+                let grants = console.call(token, Method::GET, &format!("/management/v1/grants?role={}", encode(&name)), None).await;
+                rows.push((role.clone(), grants.body["grants"].as_array().cloned().unwrap_or_default()));
+            }
+            html! {
+                @if let Some(note) = &note { p.note role="status" { (note) } }
+                table.roles {
+                    thead { tr { th { "Role" } th { "Members" } th { "Grants" } } }
+                    tbody {
+                        @for (role, grants) in &rows {
+                            tr {
+                                td { (role["name"].as_str().unwrap_or_default()) }
+                                td { (role["principals"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
+                                td {
+                                    ul {
+                                        @for g in grants {
+                                            @let securable = &g["securable"];
+                                            @let on = securable_text(securable);
+                                            li {
+                                                (g["privilege"].as_str().unwrap_or_default()) " on " (on)
+                                                form.inline method="post" action="/ui/grant" {
+                                                    input type="hidden" name="csrf" value=(session.csrf);
+                                                    input type="hidden" name="action" value="revoke";
+                                                    input type="hidden" name="role" value=(role["name"].as_str().unwrap_or_default());
+                                                    input type="hidden" name="privilege" value=(g["privilege"].as_str().unwrap_or_default());
+                                                    input type="hidden" name="securable" value=(securable.to_string());
+                                                    button type="submit" aria-label={ "Revoke " (g["privilege"].as_str().unwrap_or_default()) " on " (on) " from " (role["name"].as_str().unwrap_or_default()) } { "Revoke" }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                h2 { "Grant" }
+                form.card method="post" action="/ui/grant" {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    input type="hidden" name="action" value="grant";
+                    label for="grant-role" { "Role" }
+                    input #grant-role name="role" required;
+                    label for="grant-privilege" { "Privilege" }
+                    select #grant-privilege name="privilege" {
+                        @for p in ["read", "write", "create", "drop", "describe", "admin", "manage_grants", "review", "audit"] { option { (p) } }
+                    }
+                    label for="grant-on" { "On (warehouse.namespace.table, a namespace, or a warehouse)" }
+                    input #grant-on name="on" required;
+                    label for="grant-kind" { "Kind" }
+                    select #grant-kind name="kind" { option { "table" } option { "namespace" } option { "warehouse" } option { "view" } }
+                    button type="submit" { "Grant" }
+                }
+            }
+        };
+        layout("Access", Some(&session), body)
+    })
+    .await
+}
+
+fn securable_text(securable: &Value) -> String {
+    let mut parts: Vec<String> = securable["warehouse"].as_str().map(str::to_owned).into_iter().collect();
+    match &securable["namespace"] {
+        Value::Array(levels) => parts.extend(levels.iter().filter_map(Value::as_str).map(str::to_owned)),
+        Value::String(joined) => parts.push(joined.clone()),
+        _ => {}
+    }
+    parts.extend(securable["name"].as_str().map(str::to_owned));
+    format!("{} {}", securable["type"].as_str().unwrap_or_default(), parts.join("."))
+}
+
+#[derive(Deserialize)]
+struct GrantForm {
+    csrf: String,
+    action: String,
+    role: String,
+    privilege: String,
+    /// Revoke: the grant's securable as the API showed it (JSON).
+    #[serde(default)]
+    securable: Option<String>,
+    /// Grant: `warehouse[.namespace...[.name]]` and its kind.
+    #[serde(default)]
+    on: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+async fn grant(State(console): State<Console>, headers: HeaderMap, Form(form): Form<GrantForm>) -> Response {
+    let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
+        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+    };
+    let securable = match (form.action.as_str(), &form.securable, &form.on, &form.kind) {
+        ("revoke", Some(text), _, _) => serde_json::from_str::<Value>(text).ok(),
+        ("grant", _, Some(on), Some(kind)) => {
+            let mut parts: Vec<String> = on.split('.').map(str::to_owned).collect();
+            let warehouse = parts.remove(0);
+            match kind.as_str() {
+                "warehouse" if parts.is_empty() => Some(json!({ "type": "warehouse", "warehouse": warehouse })),
+                "namespace" if !parts.is_empty() => {
+                    Some(json!({ "type": "namespace", "warehouse": warehouse, "namespace": parts }))
+                }
+                "table" | "view" if parts.len() >= 2 => {
+                    let name = parts.pop();
+                    Some(json!({ "type": kind, "warehouse": warehouse, "namespace": parts, "name": name }))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let note = match securable {
+        None => {
+            "Not done: name what to grant on as warehouse.namespace.table (or a namespace, or a warehouse).".to_owned()
+        }
+        Some(securable) => {
+            let method = if form.action == "revoke" { Method::DELETE } else { Method::POST };
+            let body = json!({ "role": form.role, "privilege": form.privilege, "securable": securable });
+            let answer = console.call(session.token.as_deref(), method, "/management/v1/grants", Some(body)).await;
+            match (answer.ok(), form.action.as_str()) {
+                (true, "revoke") => format!("Revoked {} from {}.", form.privilege, form.role),
+                (true, _) => format!("Granted {} to {}.", form.privilege, form.role),
+                (false, _) => format!("Not done: {}", answer.message()),
+            }
+        }
+    };
+    console.sessions.notify(&id, note);
+    harden(Redirect::to("/ui/access").into_response())
+}
+
+/// The audit trail with filters (auditors and server admins: the API decides).
+async fn audit(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let mut query = vec!["pageSize=100".to_owned()];
+        for key in ["principal", "action", "outcome", "warehouse"] {
+            if let Some(value) = q.get(key).filter(|v| !v.is_empty()) {
+                query.push(format!("{key}={}", encode(value)));
+            }
+        }
+        let answer = console.call(session.token.as_deref(), Method::GET, &format!("/management/v1/audit?{}", query.join("&")), None).await;
+        let field = |key: &str| q.get(key).cloned().unwrap_or_default();
+        let body = html! {
+            form.search method="get" action="/ui/audit" {
+                label for="f-principal" { "Principal" } input #f-principal name="principal" value=(field("principal"));
+                label for="f-action" { "Operation" } input #f-action name="action" value=(field("action"));
+                label for="f-outcome" { "Outcome" }
+                select #f-outcome name="outcome" {
+                    option value="" { "any" }
+                    @for o in ["allowed", "denied", "failed"] { option selected[field("outcome") == o] { (o) } }
+                }
+                button type="submit" { "Filter" }
+            }
+            @if answer.ok() {
+                table.audit {
+                    thead { tr { th { "#" } th { "When" } th { "Record" } } }
+                    tbody {
+                        @for r in answer.body["records"].as_array().into_iter().flatten() {
+                            tr { td { (r["seq"]) } td { (when(&r["at-ms"])) } td { code { (r["text"].as_str().unwrap_or_default()) } } }
+                        }
+                    }
+                }
+            } @else {
+                (refused(&answer))
+            }
+        };
+        layout("Audit trail", Some(&session), body)
     })
     .await
 }
