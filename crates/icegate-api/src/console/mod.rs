@@ -72,13 +72,18 @@ impl Console {
             Some(body) => request.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.to_string())),
             None => request.body(Body::empty()),
         };
+        self.send(request, 64 * 1024 * 1024).await
+    }
+
+    /// Sends a request through the API's whole stack; its answer read up to `max` bytes.
+    async fn send(&self, request: axum::http::Result<Request>, max: usize) -> Answer {
         let Ok(request) = request else {
             return Answer { status: StatusCode::BAD_REQUEST, body: Value::Null };
         };
         match self.api.clone().oneshot(request).await {
             Ok(response) => {
                 let status = response.status();
-                let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024 * 1024).await.unwrap_or_default();
+                let bytes = axum::body::to_bytes(response.into_body(), max).await.unwrap_or_default();
                 Answer { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
             }
             Err(never) => match never {},
@@ -92,17 +97,7 @@ impl Console {
             .uri(path)
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(Body::from(form));
-        let Ok(request) = request else {
-            return Answer { status: StatusCode::BAD_REQUEST, body: Value::Null };
-        };
-        match self.api.clone().oneshot(request).await {
-            Ok(response) => {
-                let status = response.status();
-                let bytes = axum::body::to_bytes(response.into_body(), 1024 * 1024).await.unwrap_or_default();
-                Answer { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) }
-            }
-            Err(never) => match never {},
-        }
+        self.send(request, 1024 * 1024).await
     }
 
     /// The console's routes (everything else is the API's).

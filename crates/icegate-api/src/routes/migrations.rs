@@ -139,7 +139,7 @@ fn response(migration: Migration, warehouse: String, source: Value, tables: Vec<
 }
 
 fn view(v: MigrationView) -> MigrationResponse {
-    let source = v.source();
+    let source = v.migration.redacted_source();
     let mut answer = response(v.migration, v.warehouse, source, v.tables);
     answer.task_id = answer.task_id.or(v.task_id);
     answer
@@ -235,13 +235,7 @@ pub async fn list_migrations(
     let migrations = found
         .into_iter()
         .map(|(migration, warehouse)| {
-            let source = MigrationView {
-                migration: migration.clone(),
-                warehouse: String::new(),
-                tables: Vec::new(),
-                task_id: None,
-            }
-            .source();
+            let source = migration.redacted_source();
             response(migration, warehouse, source, Vec::new())
         })
         .collect();

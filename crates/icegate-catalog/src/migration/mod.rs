@@ -108,12 +108,12 @@ pub struct MigrationView {
     pub task_id: Option<String>,
 }
 
-impl MigrationView {
+impl Migration {
     /// The source as the run keeps it, shown without secrets.
-    pub fn source(&self) -> Value {
-        serde_json::from_value::<SourceSpec>(self.migration.source.clone())
+    pub fn redacted_source(&self) -> Value {
+        serde_json::from_value::<SourceSpec>(self.source.clone())
             .map(|spec| spec.redacted())
-            .unwrap_or_else(|_| json!({ "type": self.migration.source_kind }))
+            .unwrap_or_else(|_| json!({ "type": self.source_kind }))
     }
 }
 
@@ -165,7 +165,7 @@ impl Migrations<'_> {
         let source = self.connector()?.connect(&spec, self.cipher()).await?;
         let selected = plan::select(source.as_ref(), &request.selection).await?;
         let id = uuid::Uuid::now_v7().to_string();
-        let planned = self.plan_tables(&warehouse, &id, &selected, &request.selection).await?;
+        let planned = self.plan_tables(&warehouse, &selected, &request.selection).await?;
         let now = self.clock().now_ms();
         let moving = planned.iter().filter(|t| t.conflict.is_none()).count();
         let report = json!({

@@ -192,7 +192,6 @@ impl Migrations<'_> {
     pub(super) async fn plan_tables(
         &self,
         warehouse: &Warehouse,
-        _migration_id: &str,
         selected: &[(SourceTable, BTreeMap<String, String>)],
         selection: &Selection,
     ) -> Result<Vec<PlannedTable>> {
