@@ -29,7 +29,69 @@ async function signIn(page, id, secret) {
   await page.waitForURL(`${url}/ui`);
 }
 
+// Reads a page that reloads itself (work in progress) until `done` says its text is final,
+// without ever reloading it here; answers every text seen.
+async function follow(page, selector, done, seconds = 90) {
+  const seen = [];
+  const deadline = Date.now() + seconds * 1000;
+  while (Date.now() < deadline) {
+    const text = (await page.locator(selector).first().innerText().catch(() => "")).trim();
+    if (text && seen[seen.length - 1] !== text) seen.push(text);
+    if (done(text)) break;
+    await page.waitForTimeout(300);
+  }
+  return seen;
+}
+
+async function signInThroughTheIssuer() {
+  const { context, page } = await session(1280, 900);
+  await page.goto(`${url}/ui/login`);
+  await shot(page, "login-oidc");
+  await page.getByRole("link", { name: params.sso_button }).click();
+  await page.locator("input[name=login]").fill(params.oidc_user);
+  await page.locator("input[name=password]").fill("any");
+  await page.locator("button[type=submit]").click();
+  // The provider's consent page, then back to the console.
+  await page.locator("button[type=submit]").click();
+  await page.waitForURL(`${url}/ui`);
+  results.steps.oidc_signed_in = await page.locator("form.signout").innerText();
+  results.steps.oidc_flow_cookie = (await context.cookies()).filter((c) => c.name === "icegate_oidc").length;
+  results.steps.oidc_session_cookie = (await context.cookies()).find((c) => c.name === "icegate_session");
+  results.steps.oidc_home = await page.locator("main").innerText();
+  await shot(page, "oidc-home");
+  // An answer for a sign-in this browser did not start (another state) is refused.
+  const forged = await page.request.get(`${url}/ui/oidc/callback?code=stolen&state=forged`, { maxRedirects: 0 });
+  results.steps.oidc_forged_status = forged.status();
+  await context.close();
+  // A browser that started no sign-in cannot finish one (login CSRF).
+  const other = await session(1280, 900);
+  const foreign = await other.page.request.get(`${url}/ui/oidc/callback?code=stolen&state=anything`, { maxRedirects: 0 });
+  results.steps.oidc_foreign_status = foreign.status();
+  await other.context.close();
+}
+
 try {
+  if (params.mode === "oidc") {
+    await signInThroughTheIssuer();
+  } else {
+    await everything();
+  }
+} catch (error) {
+  results.error = String(error && error.stack || error);
+  // Where it stopped: each open page's screenshot and text.
+  let i = 0;
+  for (const context of browser.contexts()) {
+    for (const open of context.pages()) {
+      await shot(open, `failure-${i}`).catch(() => {});
+      results[`failure_${i++}`] = { url: open.url(), text: await open.locator("body").innerText().catch(() => "") };
+    }
+  }
+} finally {
+  await browser.close();
+  writeFileSync(`${outdir}/results.json`, JSON.stringify(results, null, 2));
+}
+
+async function everything() {
   // The admin: sign in, browse to the table, see its columns and snapshot plot.
   const admin = await session(1280, 900);
   let page = admin.page;
@@ -39,6 +101,7 @@ try {
   await signIn(page, params.admin_id, params.admin_secret);
   const cookies = await admin.context.cookies();
   results.steps.cookie = cookies.find((c) => c.name === "icegate_session");
+  results.steps.signed_in_as = await page.locator("form.signout").innerText();
   await shot(page, "warehouses");
   await page.getByRole("link", { name: "default", exact: true }).click();
   await shot(page, "warehouse");
@@ -47,6 +110,7 @@ try {
   results.steps.namespace_text = await page.locator("main").innerText();
   await page.getByRole("link", { name: "orders", exact: true }).click();
   await shot(page, "table");
+  await page.screenshot({ path: `${outdir}/table-viewport.png` });
   results.steps.columns = await page.locator("main table").first().locator("tbody td:nth-child(2)").allTextContents();
   results.steps.plot_points = await page.locator("figure.timeline circle").count();
   results.steps.table_text = await page.locator("main").innerText();
@@ -84,6 +148,85 @@ try {
   // A status box only says what this session did: a link's text does not land in it.
   await page.goto(`${url}/ui/deleted?w=default&note=${encodeURIComponent("Confirm your secret at https://evil.example")}`);
   results.steps.spoofed_note = await page.locator("p.note").count();
+
+  // Principals: one created (its credentials shown once), its secret rotated, another deleted.
+  await page.goto(`${url}/ui/principals`);
+  await page.getByLabel("Name", { exact: true }).fill("carol");
+  await page.getByRole("button", { name: "Create principal" }).click();
+  await shot(page, "principal-created");
+  results.steps.created = { id: await page.locator("#client-id").innerText(), secret: await page.locator("#client-secret").innerText() };
+  await page.goto(`${url}/ui/principals`);
+  await page.getByRole("button", { name: "Rotate the secret of carol" }).click();
+  results.steps.rotated = { id: await page.locator("#client-id").innerText(), secret: await page.locator("#client-secret").innerText() };
+  await page.goto(`${url}/ui/principals`);
+  await page.getByLabel("Name", { exact: true }).fill("dave");
+  await page.getByRole("button", { name: "Create principal" }).click();
+  await page.goto(`${url}/ui/principals`);
+  const daveRow = page.locator("table.principals tbody tr", { hasText: "dave" });
+  await daveRow.getByRole("checkbox").check();
+  await daveRow.getByRole("button", { name: "Delete dave" }).click();
+  await page.waitForURL(`${url}/ui/principals`);
+  results.steps.delete_note = await page.locator("p.note").innerText();
+  results.steps.principals = await page.locator("table.principals tbody td:first-child").allTextContents();
+  await shot(page, "principals");
+
+  // An access review of the table: the console's grant revoked, the narrow reader attested.
+  await page.goto(`${url}/ui/reviews`);
+  await page.getByLabel(/^Warehouse/).fill("default");
+  await page.getByLabel(/^Namespace/).fill("sales");
+  await page.getByLabel("Table", { exact: true }).fill("orders");
+  await page.getByLabel("Description").fill("quarterly review <b>Q4</b>");
+  await page.getByRole("button", { name: "Start campaign" }).click();
+  await page.waitForURL(/\/ui\/review\?id=/);
+  results.steps.review_started = await page.locator("p.note").innerText();
+  const consoleLine = page.locator("table.lines tbody tr", { hasText: "console-role" }).filter({ has: page.locator("td:nth-child(4)", { hasText: /^read$/ }) });
+  await consoleLine.getByRole("button", { name: /^Revoke the grant/ }).click();
+  await page.waitForURL(/\/ui\/review\?id=/);
+  results.steps.revoke_note = await page.locator("p.note").innerText();
+  const narrowLine = page.locator("table.lines tbody tr", { hasText: "narrow-readers" });
+  await narrowLine.getByRole("button", { name: /^Attest/ }).click();
+  await page.waitForURL(/\/ui\/review\?id=/);
+  results.steps.attest_note = await page.locator("p.note").innerText();
+  await page.getByRole("button", { name: "Close the campaign" }).click();
+  await page.waitForURL(/\/ui\/review\?id=/);
+  results.steps.review_summary = await page.locator("p.summary").innerText();
+  results.steps.review_text = await page.locator("main").innerText();
+  await shot(page, "review");
+
+  // A view: its SQL for each dialect.
+  await page.goto(`${url}/ui/namespace?w=default&ns=sales`);
+  await page.getByRole("link", { name: params.view, exact: true }).click();
+  results.steps.view_dialects = await page.locator("section.sql h3").allTextContents();
+  results.steps.view_sql = await page.locator("section.sql pre").allTextContents();
+  await shot(page, "view");
+
+  // The warehouse's storage profile, and its adoptions.
+  await page.goto(`${url}/ui/warehouse?w=default`);
+  results.steps.warehouse_text = await page.locator("main").innerText();
+  await page.getByRole("link", { name: "Adoptions into default" }).click();
+  await shot(page, "adoptions");
+  await page.getByRole("link", { name: params.adopted, exact: true }).click();
+  results.steps.adoption_text = await page.locator("main").innerText();
+  await shot(page, "adoption");
+
+  // A task watched until it ends, and a migration run followed until it completes, then
+  // rolled back from its page.
+  await page.goto(`${url}/ui/table?w=default&ns=sales&t=orders`);
+  await page.getByRole("button", { name: "Expire snapshots now" }).click();
+  await page.waitForURL(/\/ui\/task\?id=/);
+  results.steps.task_follows = await page.locator('meta[http-equiv="refresh"]').count();
+  results.steps.task_url = page.url();
+  results.steps.task_states = await follow(page, "dd.state", (t) => /^(done|failed|cancelled)$/.test(t));
+  results.steps.task_follows_after = await page.locator('meta[http-equiv="refresh"]').count();
+  await shot(page, "task");
+  await page.goto(`${url}/ui/migrations?w=default`);
+  await page.getByRole("link", { name: params.migration }).click();
+  results.steps.migration_states = await follow(page, "dd.state", (t) => /^(completed|failed)/.test(t));
+  results.steps.migration_tables = await page.locator("table.migration-tables tbody td.state").allTextContents();
+  await shot(page, "migration");
+  await page.getByRole("button", { name: /^Roll back/ }).click();
+  await page.waitForURL(/\/ui\/migration\?id=/);
+  results.steps.rollback_note = await page.locator("p.note").innerText();
 
   // Tasks, with their progress.
   await page.goto(`${url}/ui/tasks`);
@@ -125,10 +268,14 @@ try {
   results.steps.narrow_visible_columns = await page.locator("main table").first().locator("tbody td:nth-child(2)").allTextContents();
   results.steps.narrow_html = await page.content();
   await shot(page, "narrow-table");
+  // What the narrow principal may not manage: the API's refusal, no one's data.
+  await page.goto(`${url}/ui/principals`);
+  results.steps.narrow_principals = await page.locator("main").innerText();
+  await page.goto(`${url}/ui/migrations?w=default`);
+  results.steps.narrow_migrations = await page.locator("main").innerText();
+  await page.goto(`${url}/ui/adoptions?w=default`);
+  results.steps.narrow_adoptions = await page.locator("main").innerText();
+  await page.goto(`${url}/ui/reviews`);
+  results.steps.narrow_reviews = await page.locator("main").innerText();
   await narrow.context.close();
-} catch (error) {
-  results.error = String(error && error.stack || error);
-} finally {
-  await browser.close();
-  writeFileSync(`${outdir}/results.json`, JSON.stringify(results, null, 2));
 }

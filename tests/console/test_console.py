@@ -10,17 +10,23 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 # The clients' helpers (principals, the admin's calls), whether or not their suite ran first.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "clients"))
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
-from conftest import Server
+from conftest import Server, free_port
 from test_access_reviews import principal
 from test_auth_clients import ADMIN_ID, ADMIN_SECRET, admin_call, admin_token, secured_env
 from test_lifecycle import admin_catalog
@@ -39,6 +45,34 @@ def drive(server, outdir: Path, params: dict) -> dict:
     results = json.loads((outdir / "results.json").read_text())
     assert "error" not in results, results.get("error")
     return results
+
+
+def token_for(server, client_id, secret):
+    """A token for these client credentials, or the refusal's status."""
+    data = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": client_id,
+                                   "client_secret": secret}).encode()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{server.uri}/v1/oauth/tokens", data=data), timeout=10) as r:
+            return json.load(r)["access_token"]
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def local(uri: str) -> Path:
+    return Path(urllib.parse.urlparse(uri).path)
+
+
+def a_view(server, token, name):
+    """A view with its SQL in two dialects (one holding markup)."""
+    prefix = admin_call(server, token, "GET", "/v1/config?warehouse=default")["overrides"]["prefix"]
+    schema = {"type": "struct", "schema-id": 0, "fields": [{"id": 1, "name": "id", "type": "long", "required": False}]}
+    body = {"name": name, "schema": schema, "properties": {},
+            "view-version": {"version-id": 1, "timestamp-ms": int(time.time() * 1000), "schema-id": 0,
+                             "summary": {"engine-name": "spark"}, "default-namespace": ["sales"],
+                             "representations": [
+                                 {"type": "sql", "sql": f"SELECT id FROM orders WHERE label = '{MARKUP}'", "dialect": "spark"},
+                                 {"type": "sql", "sql": "SELECT id FROM sales.orders", "dialect": "trino"}]}}
+    admin_call(server, token, "POST", f"/v1/{prefix}/namespaces/sales/views", body)
 
 
 def test_the_console_in_a_real_browser(tmp_path):
@@ -64,16 +98,40 @@ def test_the_console_in_a_real_browser(tmp_path):
         # A task to show.
         admin_call(server, token, "POST", "/management/v1/warehouses/default/maintenance/run",
                    {"namespace": ["sales"], "table": "orders", "actions": ["remove-orphans"]})
+        a_view(server, token, "recent_orders")
+        # A dataset adopted in place (one Hive-partitioned Parquet file).
+        lake = tmp_path / "lake"
+        (lake / "clicks" / "region=eu").mkdir(parents=True)
+        pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), lake / "clicks" / "region=eu" / "part-0.parquet")
+        admin_call(server, token, "POST", "/management/v1/warehouses/default/source-locations",
+                   {"location": f"file://{lake}"})
+        catalog.create_namespace("raw")
+        adopted = admin_call(server, token, "POST", "/management/v1/warehouses/default/adoptions",
+                             {"source": f"file://{lake}/clicks", "namespace": ["raw"], "name": "clicks",
+                              "partitioning": {"type": "hive"}})
+        assert adopted["files-added"] == 1, adopted
+        # A SQL catalog whose table migrates in (followed in the console, then rolled back there).
+        root = local(admin_call(server, token, "GET", "/management/v1/warehouses/default")["storage-root"])
+        legacy = SqlCatalog("legacy", uri=f"sqlite:///{tmp_path / 'legacy.db'}", warehouse=f"file://{root}/legacy")
+        legacy.create_namespace("crm")
+        accounts = legacy.create_table("crm.accounts", schema=SCHEMA)
+        accounts.append(pa.table({"id": pa.array([7], pa.int64()), "label": ["acme"]}))
+        run = admin_call(server, token, "POST", "/management/v1/migrations",
+                         {"source": {"type": "sql", "uri": f"sqlite:///{tmp_path / 'legacy.db'}", "catalog-name": "legacy"},
+                          "target-warehouse": "default"})
         out = tmp_path / "screenshots"
         out.mkdir()
         results = drive(server, out, {
             "admin_id": ADMIN_ID, "admin_secret": ADMIN_SECRET, "narrow_id": narrow["client-id"],
             "narrow_secret": narrow["client-secret"], "dropped": "old", "hidden_namespace": "secret_hr",
-            "hidden_table": "salaries", "grant_role": "console-role",
+            "hidden_table": "salaries", "grant_role": "console-role", "view": "recent_orders",
+            "adopted": "raw.clicks",
+            "migration": run["id"],
         })
         steps = results["steps"]
         assert results["dialogs"] == [], "no markup ran as script"
         assert "script-src" not in steps["csp"] and "default-src 'none'" in steps["csp"]
+        assert "Signed in as admin" in steps["signed_in_as"], "the principal's name, as the API gives it"
         cookie = steps["cookie"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert set(steps["namespaces"]) >= {"sales", "secret_hr", MARKUP}
@@ -82,8 +140,7 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert MARKUP in steps["table_text"], "the property shows as text"
         assert steps["grant_note"] == "Granted read to console-role."
         assert "narrow" in steps["who_can"] and "eve" in steps["who_can"]
-        grants = admin_call(server, token, "GET", "/management/v1/grants?role=console-role")["grants"]
-        assert {(g["privilege"], g["securable"].get("name")) for g in grants} >= {("read", "orders")}
+        # (The grant reached the API: its member shows in who can access. The review below revokes it.)
         assert steps["audit_rows"] > 0 and "loadTable" in steps["audit_text"]
         assert steps["focused"] == "A"
         assert "old is back" in steps["undrop_note"]
@@ -100,8 +157,107 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert "does not exist" in steps["narrow_hidden_table"] or "Not" in steps["narrow_hidden_table"]
         assert "old" not in steps["narrow_deleted"].split("Dropped tables of default", 1)[-1].split()
         assert steps["narrow_visible_columns"] == ["id", "label"]
+        # Principals: the credentials shown once work, the rotated ones replace them, dave is gone.
+        created, rotated = steps["created"], steps["rotated"]
+        assert created["id"] == rotated["id"] and created["secret"] != rotated["secret"]
+        assert isinstance(token_for(server, rotated["id"], rotated["secret"]), str)
+        assert token_for(server, created["id"], created["secret"]) == 401
+        assert "dave is deleted" in steps["delete_note"] and "dave" not in steps["principals"]
+        assert "carol" in steps["principals"]
+        names = {p["name"] for p in admin_call(server, token, "GET", "/management/v1/principals")["principals"]}
+        assert "dave" not in names and "carol" in names
+        # The review: the console's grant is gone at the API, the narrow reader's stays.
+        assert "Campaign started" in steps["review_started"]
+        assert "revoke-grant" in steps["revoke_note"] and "attest" in steps["attest_note"]
+        assert "<b>Q4</b>" in steps["review_text"], "the description shows as text"
+        grants = admin_call(server, token, "GET", "/management/v1/grants?role=console-role")["grants"]
+        assert ("read", "orders") not in {(g["privilege"], g["securable"].get("name")) for g in grants}
+        assert narrow_token and catalog.load_table("sales.orders")
+        reviews = admin_call(server, token, "GET", "/management/v1/access-reviews")["reviews"]
+        assert len(reviews) == 1 and reviews[0]["closed-at-ms"] is not None
+        # The view's SQL per dialect, the markup as text.
+        assert steps["view_dialects"] == ["spark", "trino"]
+        assert MARKUP in steps["view_sql"][0]
+        # The storage profile (no secret), the adoption with its run.
+        assert "Profile version" in steps["warehouse_text"] and "file" in steps["warehouse_text"]
+        assert "raw.clicks" in steps["adoption_text"] and "files-added" in steps["adoption_text"]
+        # The task and the migration followed to their end without a reload by the test.
+        assert steps["task_states"][-1] == "done", steps["task_states"]
+        if steps["task_states"][0] in ("queued", "running"):
+            assert steps["task_follows"] == 1, "a page of work in progress reloads itself"
+        assert steps["task_follows_after"] == 0, "a finished task's page stays still"
+        queued = steps["task_url"].split("id=")[1]
+        assert admin_call(server, token, "GET", f"/management/v1/tasks/{queued}")["kind"] == "expire-snapshots"
+        assert steps["migration_states"][-1].startswith("completed"), steps["migration_states"]
+        assert steps["migration_tables"] == ["verified"]
+        assert "Rolled back" in steps["rollback_note"], steps["rollback_note"]
+        moved = admin_call(server, token, "GET", f"/management/v1/migrations/{run['id']}")
+        assert moved["state"] == "rolled-back" and [t["state"] for t in moved["tables"]] == ["rolled-back"]
+        assert legacy.load_table("crm.accounts").scan().to_arrow().num_rows == 1, "the source has its table back"
+        # The narrow principal manages nothing and sees no one's principals, runs or adoptions.
+        for page in ["narrow_principals", "narrow_migrations", "narrow_adoptions"]:
+            assert "carol" not in steps[page] and "crm" not in steps[page] and "clicks" not in steps[page], page
+        assert "sales" not in steps["narrow_reviews"].split("Start a campaign")[0].replace("Access reviews", "")
         for name in ["login", "warehouses", "warehouse", "table", "access", "audit", "deleted", "tasks", "table-phone",
-                     "narrow-table"]:
+                     "narrow-table", "principals", "principal-created", "review", "view", "adoptions", "adoption",
+                     "task", "migration"]:
             assert (out / f"{name}.png").stat().st_size > 1000, name
     finally:
         server.stop()
+
+
+def test_signing_in_through_an_identity_provider(tmp_path):
+    """The console's sign-in through an OpenID Connect issuer (authorization code with PKCE):
+    a real provider (panva's oidc-provider from npm, which requires PKCE and refuses a code
+    without its verifier), its login and consent pages in Chromium, back to the console signed
+    in as the issuer's user; an answer for a sign-in the browser did not start is refused."""
+    assert (NODE_DIR / "node_modules" / "oidc-provider").exists(), f"oidc-provider is not installed in {NODE_DIR}"
+    server = Server(tmp_path, [], secured_env({}))
+    issuer_port = free_port()
+    script = NODE_DIR / "issuer.mjs"
+    shutil.copy(Path(__file__).with_name("issuer.mjs"), script)
+    issuer_log = open(tmp_path / "issuer.log", "w")
+    issuer = subprocess.Popen(["node", str(script), str(issuer_port), f"{server.uri}/ui/oidc/callback"],
+                              stdout=issuer_log, stderr=subprocess.STDOUT)
+    try:
+        discovery = f"http://127.0.0.1:{issuer_port}/.well-known/openid-configuration"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(discovery, timeout=1) as r:
+                    assert json.load(r)["issuer"] == f"http://127.0.0.1:{issuer_port}"
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp_path / "issuer.log").read_text()
+                time.sleep(0.2)
+        (tmp_path / "icegate.toml").write_text(f'''
+[server]
+public_url = "{server.uri}"
+
+[[auth.oidc]]
+issuer = "http://127.0.0.1:{issuer_port}"
+audience = "urn:icegate"
+name = "idp"
+console_client_id = "icegate-console"
+console_scopes = "openid icegate"
+''')
+        server.args = ["--config", str(tmp_path / "icegate.toml")]
+        server.start()
+        out = tmp_path / "screenshots"
+        out.mkdir()
+        results = drive(server, out, {"mode": "oidc", "sso_button": "Sign in with idp", "oidc_user": "alice"})
+        steps = results["steps"]
+        assert "Signed in as alice@idp" in steps["oidc_signed_in"], steps["oidc_signed_in"]
+        assert steps["oidc_flow_cookie"] == 0, "the flow's cookie is gone once used"
+        cookie = steps["oidc_session_cookie"]
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+        assert steps["oidc_forged_status"] == 400 and steps["oidc_foreign_status"] == 400
+        # The console's session acts as the issuer's user: the API provisioned exactly that one.
+        names = {p["name"] for p in admin_call(server, admin_token(server), "GET", "/management/v1/principals")["principals"]}
+        assert "alice@idp" in names
+        for name in ["login-oidc", "oidc-home"]:
+            assert (out / f"{name}.png").stat().st_size > 1000, name
+    finally:
+        server.stop()
+        issuer.terminate()
+        issuer.wait(timeout=10)

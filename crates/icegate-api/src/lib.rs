@@ -100,6 +100,8 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
     // The console opens directly when the API answers anyone; its cookies are `Secure` when
     // clients reach the server over https.
     let console_open = !security.authenticator.required();
+    let console_issuers = security.oidc.as_ref().map(|oidc| oidc.console_issuers()).unwrap_or_default();
+    let public_url = catalog.public_url().map(str::to_owned);
     let secure_cookies = catalog.public_url().is_some_and(|url| url.starts_with("https://"));
     // One bound on requests in flight, for the API's and the console's.
     let in_flight = InFlight::new(options.max_in_flight);
@@ -170,6 +172,7 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
     // through the API's whole stack (authentication, authorization, audit).
     let console_request_id = HeaderName::from_static(REQUEST_ID_HEADER);
     console::Console::new(api.clone(), secure_cookies, console_open)
+        .with_oidc(console_issuers, public_url)
         .pages()
         .layer(RequestBodyLimitLayer::new(console::MAX_FORM_BYTES))
         .layer(DefaultBodyLimit::max(console::MAX_FORM_BYTES))

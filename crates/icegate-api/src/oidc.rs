@@ -60,6 +60,19 @@ pub struct OidcIssuerConfig {
     /// never take names meant for another's, or for icegate's own principals.
     #[serde(default)]
     pub name: Option<String>,
+    /// The console's sign-in through this issuer (authorization code with PKCE): the client id
+    /// registered at the issuer for icegate's console, with the redirect URI
+    /// `<server.public_url>/ui/oidc/callback`. Its access tokens must carry `audience`, as the
+    /// API's do: the console calls the API with them. Unset: no console sign-in here.
+    #[serde(default)]
+    pub console_client_id: Option<String>,
+    /// The console client's secret, for an issuer that registers it as a confidential client
+    /// (sent with HTTP basic authentication); unset for a public client (PKCE alone).
+    #[serde(default)]
+    pub console_client_secret: Option<String>,
+    /// The scopes the console asks for (space-separated; `openid` by default).
+    #[serde(default)]
+    pub console_scopes: Option<String>,
 }
 
 impl OidcIssuerConfig {
@@ -155,6 +168,11 @@ impl OidcVerifier {
         let claims: Value = serde_json::from_slice(&bytes).ok()?;
         let iss = claims.get("iss")?.as_str()?;
         self.issuers.iter().find(|i| i.config.issuer == iss)
+    }
+
+    /// The issuers the console offers sign-in through (those with a console client id).
+    pub fn console_issuers(&self) -> Vec<OidcIssuerConfig> {
+        self.issuers.iter().filter(|i| i.config.console_client_id.is_some()).map(|i| i.config.clone()).collect()
     }
 
     /// `None` when the token is not from a configured issuer (it may be one of icegate's own).

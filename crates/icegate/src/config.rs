@@ -719,6 +719,17 @@ impl Config {
                 );
             }
         }
+        // The console's sign-in through an issuer comes back to `<public_url>/ui/oidc/callback`:
+        // the one address the issuer has registered (never one taken from a request's Host).
+        if let Some(issuer) = self.auth.oidc.iter().find(|i| i.console_client_id.is_some())
+            && self.server.public_url.is_none()
+        {
+            bail!(
+                "invalid configuration: auth.oidc console_client_id (issuer {}) needs server.public_url, the \
+                 address the console's sign-in returns to (<public_url>/ui/oidc/callback)",
+                issuer.issuer
+            );
+        }
         for endpoint in &self.storage.allowed_endpoints {
             if let Err(why) = icegate_catalog::storage::AllowedEndpoint::parse(endpoint) {
                 bail!("invalid configuration: storage.allowed_endpoints: {why}");
@@ -988,6 +999,30 @@ mod tests {
     fn a_missing_config_file_is_an_error() {
         let err = load(&overrides_with_file("/nonexistent/icegate.toml")).unwrap_err().to_string();
         assert!(err.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn the_consoles_sign_in_through_an_issuer_needs_the_public_url() {
+        Jail::expect_with(|jail| {
+            let issuer = r#"
+                [[auth.oidc]]
+                issuer = "https://login.example.com"
+                audience = "icegate"
+                console_client_id = "icegate-console"
+                "#;
+            jail.create_file("icegate.toml", &format!("[auth]\nmode = \"required\"\n{issuer}"))?;
+            let err = load(&overrides_with_file("icegate.toml")).unwrap_err().to_string();
+            assert!(err.contains("needs server.public_url"), "{err}");
+            jail.create_file(
+                "icegate.toml",
+                &format!(
+                    "[server]\npublic_url = \"https://catalog.example.com\"\n[auth]\nmode = \"required\"\n{issuer}"
+                ),
+            )?;
+            let config = load(&overrides_with_file("icegate.toml")).unwrap();
+            assert_eq!(config.auth.oidc[0].console_client_id.as_deref(), Some("icegate-console"));
+            Ok(())
+        });
     }
 
     #[test]

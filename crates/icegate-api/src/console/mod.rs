@@ -7,8 +7,11 @@
 //! `HttpOnly`, `SameSite=Strict` cookies (`Secure` when the server's public URL is https), a
 //! fresh id at every sign-in; every form carries the session's CSRF token.
 
+mod admin;
+mod oidc;
 mod pages;
 mod session;
+mod work;
 
 use std::sync::Arc;
 
@@ -30,6 +33,12 @@ pub struct Console {
     secure_cookies: bool,
     /// Authentication is off: the console opens directly, as the API answers anyone.
     open: bool,
+    /// The identity providers offered for sign-in (authorization code with PKCE).
+    oidc: Arc<Vec<crate::oidc::OidcIssuerConfig>>,
+    /// `server.public_url`: where an identity provider sends the browser back.
+    public_url: Option<String>,
+    /// For the identity providers' discovery and token endpoints.
+    http: reqwest::Client,
 }
 
 /// The largest console form accepted (a sign-in, an undrop: a few fields).
@@ -59,7 +68,28 @@ impl Answer {
 
 impl Console {
     pub fn new(api: Router, secure_cookies: bool, open: bool) -> Self {
-        Self { api, sessions: Arc::new(Sessions::default()), secure_cookies, open }
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Self {
+            api,
+            sessions: Arc::new(Sessions::default()),
+            secure_cookies,
+            open,
+            oidc: Arc::new(Vec::new()),
+            public_url: None,
+            http,
+        }
+    }
+
+    /// Offers sign-in through these identity providers, which send the browser back to
+    /// `public_url`.
+    pub fn with_oidc(mut self, issuers: Vec<crate::oidc::OidcIssuerConfig>, public_url: Option<String>) -> Self {
+        self.oidc = Arc::new(issuers);
+        self.public_url = public_url;
+        self
     }
 
     /// Calls the API in-process as `token`'s principal (none: anonymous).
@@ -72,7 +102,15 @@ impl Console {
             Some(body) => request.header(header::CONTENT_TYPE, "application/json").body(Body::from(body.to_string())),
             None => request.body(Body::empty()),
         };
-        self.send(request, 64 * 1024 * 1024).await
+        let answer = self.send(request, 64 * 1024 * 1024).await;
+        // A token the API no longer takes (its principal deleted, its secret rotated, its
+        // expiry): the sessions holding it end, and the next page asks to sign in again.
+        if answer.status == StatusCode::UNAUTHORIZED
+            && let Some(token) = token
+        {
+            self.sessions.close_token(token);
+        }
+        answer
     }
 
     /// Sends a request through the API's whole stack; its answer read up to `max` bytes.

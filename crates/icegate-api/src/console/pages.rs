@@ -13,9 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::session::{Session, random_token, same};
-use super::{Console, harden, page};
+use super::{Console, admin, harden, oidc, page, work};
 
-const SESSION_COOKIE: &str = "icegate_session";
+pub(super) const SESSION_COOKIE: &str = "icegate_session";
 /// API calls one view of a warehouse's tree makes at most, and namespaces it shows at most.
 const MAX_TREE_CALLS: usize = 50;
 const MAX_TREE_NAMESPACES: usize = 2_000;
@@ -31,6 +31,8 @@ pub fn routes(console: Console) -> Router {
         .route("/ui/style.css", get(style))
         .route("/ui/login", get(login_form).post(login))
         .route("/ui/logout", post(logout))
+        .route("/ui/oidc/start", get(oidc::start))
+        .route("/ui/oidc/callback", get(oidc::callback))
         .route("/ui/warehouse", get(warehouse))
         .route("/ui/namespace", get(namespace))
         .route("/ui/table", get(table))
@@ -40,11 +42,22 @@ pub fn routes(console: Console) -> Router {
         .route("/ui/access", get(access))
         .route("/ui/grant", post(grant))
         .route("/ui/audit", get(audit))
+        .route("/ui/view", get(view))
+        .route("/ui/principals", get(admin::principals).post(admin::principal_action))
+        .route("/ui/reviews", get(admin::reviews).post(admin::review_action))
+        .route("/ui/review", get(admin::review))
+        .route("/ui/task", get(work::task))
+        .route("/ui/task/cancel", post(work::cancel))
+        .route("/ui/maintenance", post(work::maintenance))
+        .route("/ui/migrations", get(work::migrations))
+        .route("/ui/migration", get(work::migration).post(work::migration_action))
+        .route("/ui/adoptions", get(work::adoptions))
+        .route("/ui/adoption", get(work::adoption))
         .with_state(console)
 }
 
 /// Milliseconds since the epoch, as people read them (UTC).
-fn when(value: &Value) -> String {
+pub(super) fn when(value: &Value) -> String {
     value.as_u64().map_or_else(
         || "-".to_owned(),
         |ms| {
@@ -54,18 +67,18 @@ fn when(value: &Value) -> String {
     )
 }
 
-fn encode(value: &str) -> String {
+pub(super) fn encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
         let (key, value) = pair.trim().split_once('=')?;
         (key == name).then(|| value.to_owned())
     })
 }
 
-fn set_cookie(console: &Console, name: &str, value: &str, max_age: Option<u64>) -> String {
+pub(super) fn set_cookie(console: &Console, name: &str, value: &str, max_age: Option<u64>) -> String {
     let secure = if console.secure_cookies { "; Secure" } else { "" };
     let age = max_age.map(|s| format!("; Max-Age={s}")).unwrap_or_default();
     format!("{name}={value}; Path=/ui; HttpOnly; SameSite=Strict{secure}{age}")
@@ -93,7 +106,7 @@ fn visitor(console: &Console, headers: &HeaderMap) -> Visitor {
 }
 
 /// Runs `render` for a signed-in visitor; sends the others to sign in.
-async fn signed_in<F, Fut>(console: &Console, headers: &HeaderMap, render: F) -> Response
+pub(super) async fn signed_in<F, Fut>(console: &Console, headers: &HeaderMap, render: F) -> Response
 where
     F: FnOnce(String, Session) -> Fut,
     Fut: std::future::Future<Output = Markup>,
@@ -112,7 +125,15 @@ where
     }
 }
 
-fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
+pub(super) fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
+    live_layout(title, session, false, body)
+}
+
+/// Seconds between reloads of a page that follows work in progress.
+const FOLLOW_SECONDS: u32 = 2;
+
+/// A page; `follow`: it reloads itself while work is in progress (a refresh, no script).
+pub(super) fn live_layout(title: &str, session: Option<&Session>, follow: bool, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -121,6 +142,7 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · icegate" }
                 link rel="stylesheet" href="/ui/style.css";
+                @if follow { meta http-equiv="refresh" content=(FOLLOW_SECONDS); }
             }
             body {
                 header {
@@ -130,6 +152,9 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
                             a href="/ui" { "Warehouses" }
                             a href="/ui/tasks" { "Tasks" }
                             a href="/ui/access" { "Access" }
+                            a href="/ui/principals" { "Principals" }
+                            a href="/ui/reviews" { "Reviews" }
+                            a href="/ui/migrations" { "Migrations" }
                             a href="/ui/audit" { "Audit" }
                         }
                     }
@@ -147,7 +172,7 @@ fn layout(title: &str, session: Option<&Session>, body: Markup) -> Markup {
     }
 }
 
-fn refused(answer: &super::Answer) -> Markup {
+pub(super) fn refused(answer: &super::Answer) -> Markup {
     html! { p.error role="alert" { (answer.message()) } }
 }
 
@@ -207,6 +232,9 @@ async fn login_form(State(console): State<Console>) -> Response {
                 input #client_secret name="client_secret" type="password" autocomplete="current-password" required;
                 button type="submit" { "Sign in" }
             }
+            @for (i, issuer) in console.oidc.iter().enumerate() {
+                p.sso { a.button href={ "/ui/oidc/start?i=" (i) } { "Sign in with " (issuer.principal_suffix()) } }
+            }
         },
     );
     let mut response = page(markup);
@@ -242,7 +270,12 @@ async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): F
     };
     let lifetime = answer.body["expires_in"].as_u64().map(std::time::Duration::from_secs);
     let whoami = console.call(Some(&token), Method::GET, "/management/v1/whoami", None).await;
-    let principal = whoami.body["name"].as_str().unwrap_or(&form.client_id).to_owned();
+    // The principal as the API names it (its sessions are counted by it).
+    let Some(principal) = whoami.body["principal"].as_str().filter(|_| whoami.ok()).map(str::to_owned) else {
+        return harden(
+            (StatusCode::SERVICE_UNAVAILABLE, "the catalog could not say who signed in: try again").into_response(),
+        );
+    };
     let Some((id, _)) = console.sessions.open(Some(token), principal, lifetime) else {
         return harden(
             (StatusCode::SERVICE_UNAVAILABLE, "the console holds as many sessions as it may: try again later")
@@ -264,7 +297,7 @@ struct CsrfForm {
 }
 
 /// The session of a form's request, if its CSRF token is the session's.
-fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Option<(String, Session)> {
+pub(super) fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Option<(String, Session)> {
     let id = cookie(headers, SESSION_COOKIE)?;
     let session = console.sessions.get(&id)?;
     same(&session.csrf, csrf).then_some((id, session))
@@ -283,7 +316,7 @@ async fn logout(State(console): State<Console>, headers: HeaderMap, Form(form): 
 }
 
 /// A namespace in `/v1` paths.
-fn ns_path(levels: &[String]) -> String {
+pub(super) fn ns_path(levels: &[String]) -> String {
     levels
         .iter()
         .map(|l| percent_encoding::utf8_percent_encode(l, percent_encoding::NON_ALPHANUMERIC).to_string())
@@ -291,11 +324,11 @@ fn ns_path(levels: &[String]) -> String {
         .join("%1F")
 }
 
-fn levels_of(joined: &str) -> Vec<String> {
+pub(super) fn levels_of(joined: &str) -> Vec<String> {
     joined.split('\u{1f}').map(str::to_owned).collect()
 }
 
-async fn prefix(console: &Console, session: &Session, warehouse: &str) -> Result<String, super::Answer> {
+pub(super) async fn prefix(console: &Console, session: &Session, warehouse: &str) -> Result<String, super::Answer> {
     let answer = console
         .call(session.token.as_deref(), Method::GET, &format!("/v1/config?warehouse={}", encode(warehouse)), None)
         .await;
@@ -305,7 +338,7 @@ async fn prefix(console: &Console, session: &Session, warehouse: &str) -> Result
     Ok(answer.body["overrides"]["prefix"].as_str().unwrap_or_default().to_owned())
 }
 
-fn namespace_link(warehouse: &str, levels: &[String]) -> String {
+pub(super) fn namespace_link(warehouse: &str, levels: &[String]) -> String {
     format!("/ui/namespace?w={}&ns={}", encode(warehouse), encode(&levels.join("\u{1f}")))
 }
 
@@ -347,6 +380,7 @@ async fn warehouse(
                     }
                 }
                 found.sort();
+                let storage_view = storage(&console, &session, &warehouse).await;
                 let needle = search.to_lowercase();
                 html! {
                     form.search role="search" method="get" action="/ui/warehouse" {
@@ -365,6 +399,12 @@ async fn warehouse(
                         }
                     }
                     p { a href={ "/ui/deleted?w=" (encode(&warehouse)) } { "Dropped tables of " (warehouse) } }
+                    p {
+                        a href={ "/ui/adoptions?w=" (encode(&warehouse)) } { "Adoptions into " (warehouse) }
+                        " · "
+                        a href={ "/ui/migrations?w=" (encode(&warehouse)) } { "Migrations into " (warehouse) }
+                    }
+                    (storage_view)
                 }
             }
         };
@@ -404,7 +444,8 @@ async fn namespace(
                         h2 { "Views" }
                         ul {
                             @for v in views.body["identifiers"].as_array().into_iter().flatten() {
-                                li { (v["name"].as_str().unwrap_or_default()) }
+                                @let name = v["name"].as_str().unwrap_or_default();
+                                li { a href={ "/ui/view?w=" (encode(&warehouse)) "&ns=" (encode(&levels.join("\u{1f}"))) "&v=" (encode(name)) } { (name) } }
                             }
                         }
                     }
@@ -416,7 +457,108 @@ async fn namespace(
     .await
 }
 
-fn properties(value: &Value) -> Markup {
+/// The warehouse's storage profile as the API shows it (never a secret), and when it was last
+/// set (each setting is probed: an object written, read and deleted).
+async fn storage(console: &Console, session: &Session, warehouse: &str) -> Markup {
+    let answer = console
+        .call(
+            session.token.as_deref(),
+            Method::GET,
+            &format!("/management/v1/warehouses/{}", path_part(warehouse)),
+            None,
+        )
+        .await;
+    if !answer.ok() {
+        // Reading the profile takes more than listing the tree: say so, nothing else.
+        return html! { p.muted { "Storage profile not shown: " (answer.message()) } };
+    }
+    html! {
+        h2 { "Storage" }
+        p { "Root " code { (answer.body["storage-root"].as_str().unwrap_or_default()) } }
+        (properties(&answer.body["storage-profile"]))
+        p.muted {
+            "Profile version " (answer.body["profile-version"]) ", probed when set at " (when(&answer.body["updated-at-ms"]))
+            " (an object written, read and deleted)."
+        }
+    }
+}
+
+/// A path segment of the management API.
+pub(super) fn path_part(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// A view: its SQL for each dialect (current version first), its schema and versions.
+async fn view(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let warehouse = q.get("w").cloned().unwrap_or_default();
+    let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
+    let name = q.get("v").cloned().unwrap_or_default();
+    signed_in(&console.clone(), &headers, |_, session| async move {
+        let body = match prefix(&console, &session, &warehouse).await {
+            Err(answer) => refused(&answer),
+            Ok(prefix) => {
+                let path = format!("/v1/{prefix}/namespaces/{}/views/{}", ns_path(&levels), path_part(&name));
+                let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+                if !loaded.ok() {
+                    refused(&loaded)
+                } else {
+                    let m = &loaded.body["metadata"];
+                    let versions: Vec<Value> = m["versions"].as_array().cloned().unwrap_or_default();
+                    let current = versions.iter().find(|v| v["version-id"] == m["current-version-id"]).cloned().unwrap_or(Value::Null);
+                    let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == current["schema-id"]).cloned().unwrap_or(Value::Null);
+                    html! {
+                        p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
+                        h2 { "SQL (version " (current["version-id"]) ")" }
+                        @for r in current["representations"].as_array().into_iter().flatten() {
+                            section.sql {
+                                h3 { (r["dialect"].as_str().unwrap_or("unknown dialect")) }
+                                pre { code { (r["sql"].as_str().unwrap_or_default()) } }
+                            }
+                        }
+                        h2 { "Schema " (schema["schema-id"]) }
+                        table {
+                            thead { tr { th { "Field id" } th { "Column" } th { "Type" } th { "Required" } } }
+                            tbody {
+                                @for f in schema["fields"].as_array().into_iter().flatten() {
+                                    tr {
+                                        td { (f["id"]) }
+                                        td { (f["name"].as_str().unwrap_or_default()) }
+                                        td { code { (f["type"].as_str().map_or_else(|| f["type"]["type"].as_str().unwrap_or("nested").to_owned(), str::to_owned)) } }
+                                        td { (f["required"].as_bool().unwrap_or(false)) }
+                                    }
+                                }
+                            }
+                        }
+                        h2 { "Versions" }
+                        table {
+                            thead { tr { th { "Version" } th { "Made" } th { "Dialects" } th { "Default namespace" } } }
+                            tbody {
+                                @for v in versions.iter().rev() {
+                                    tr {
+                                        td { (v["version-id"]) }
+                                        td { (when(&v["timestamp-ms"])) }
+                                        td { (v["representations"].as_array().into_iter().flatten().filter_map(|r| r["dialect"].as_str()).collect::<Vec<_>>().join(", ")) }
+                                        td { (v["default-namespace"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(".")) }
+                                    }
+                                }
+                            }
+                        }
+                        h2 { "Properties" }
+                        (properties(&m["properties"]))
+                    }
+                }
+            }
+        };
+        layout(&format!("View {}.{}", levels.join("."), name), Some(&session), body)
+    })
+    .await
+}
+
+pub(super) fn properties(value: &Value) -> Markup {
     html! {
         table {
             thead { tr { th { "Property" } th { "Value" } } }
@@ -495,7 +637,8 @@ async fn table(
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
     let name = q.get("t").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |id, session| async move {
+        let note = console.sessions.take_notice(&id);
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
@@ -523,6 +666,7 @@ async fn table(
                         )
                         .await;
                     html! {
+                        @if let Some(note) = &note { p.note role="status" { (note) } }
                         p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
                         p { "Metadata " code { (loaded.body["metadata-location"].as_str().unwrap_or_default()) } }
                         h2 { "Schema " (schema["schema-id"]) }
@@ -587,6 +731,16 @@ async fn table(
                         } @else {
                             p.muted { "Not shown: " (who.message()) }
                         }
+                        h2 { "Maintenance" }
+                        form.inline method="post" action="/ui/maintenance" {
+                            input type="hidden" name="csrf" value=(session.csrf);
+                            input type="hidden" name="w" value=(warehouse);
+                            input type="hidden" name="ns" value=(levels.join("\u{1f}"));
+                            input type="hidden" name="t" value=(name);
+                            button type="submit" name="action" value="expire-snapshots" { "Expire snapshots now" }
+                            button type="submit" name="action" value="remove-orphans" { "Remove orphan files now" }
+                        }
+                        p.muted { "Each runs as a task, by the table's own settings; its page follows it." }
                     }
                 }
             }
@@ -670,16 +824,16 @@ async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
     signed_in(&console.clone(), &headers, |_, session| async move {
         let answer =
             console.call(session.token.as_deref(), Method::GET, "/management/v1/tasks?pageSize=100", None).await;
+        let running = answer.body["tasks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| matches!(t["state"].as_str(), Some("queued" | "running")));
         let body = if !answer.ok() {
             refused(&answer)
         } else {
-            let running = answer.body["tasks"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| matches!(t["state"].as_str(), Some("queued" | "running")));
             html! {
-                @if running { p.muted { "Work in progress: this page follows it (reload)." } }
+                @if running { p.muted role="status" { "Work in progress: this page follows it." } }
                 table {
                     thead { tr { th { "Task" } th { "Kind" } th { "State" } th { "Progress" } th { "Reason" } } }
                     tbody {
@@ -687,7 +841,8 @@ async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
                             @let done = t["progress"]["done"].as_i64().unwrap_or(0);
                             @let total = t["progress"]["total"].as_i64();
                             tr {
-                                td { code { (t["id"].as_str().unwrap_or_default()) } }
+                                @let task = t["id"].as_str().unwrap_or_default();
+                                td { a href={ "/ui/task?id=" (encode(task)) } { code { (task) } } }
                                 td { (t["kind"].as_str().unwrap_or_default()) }
                                 td.state { (t["state"].as_str().unwrap_or_default()) }
                                 td {
@@ -703,7 +858,7 @@ async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
                 }
             }
         };
-        layout("Tasks", Some(&session), body)
+        live_layout("Tasks", Some(&session), running, body)
     })
     .await
 }
@@ -780,7 +935,7 @@ async fn access(State(console): State<Console>, headers: HeaderMap) -> Response 
     .await
 }
 
-fn securable_text(securable: &Value) -> String {
+pub(super) fn securable_text(securable: &Value) -> String {
     let mut parts: Vec<String> = securable["warehouse"].as_str().map(str::to_owned).into_iter().collect();
     match &securable["namespace"] {
         Value::Array(levels) => parts.extend(levels.iter().filter_map(Value::as_str).map(str::to_owned)),

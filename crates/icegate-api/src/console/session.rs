@@ -119,6 +119,14 @@ impl Sessions {
         Some((id, session))
     }
 
+    /// Ends every session holding `token`.
+    pub fn close_token(&self, token: &str) {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|_, s| s.token.as_deref().is_none_or(|held| !same(held, token)));
+    }
+
     pub fn close(&self, id: &str) {
         self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(id);
     }

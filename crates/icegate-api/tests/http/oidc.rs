@@ -83,6 +83,9 @@ async fn oidc_tokens_are_verified_provisioned_mapped_to_roles_and_survive_key_ro
         claimable_role_prefix: None,
         admin_roles: Vec::new(),
         name: Some("idp".into()),
+        console_client_id: None,
+        console_client_secret: None,
+        console_scopes: None,
     };
     let app = TestApp::spawn_secured_with_oidc(backend, vec![config.clone()]).await;
     let admin = admin_token(&app).await;

@@ -1,0 +1,216 @@
+//! The console's sign-in through an OpenID Connect issuer: the authorization code flow with
+//! PKCE (S256). The flow's state and code verifier live in a short-lived cookie of this browser
+//! (`HttpOnly`, `SameSite=Lax` so that the issuer's redirect back carries it, limited to the
+//! callback's path): nothing is held on the server for a sign-in that is never finished, and a
+//! callback is accepted only in the browser that started it, with the state it was sent with
+//! (no signing a visitor in as someone else). The code is exchanged at the issuer's token
+//! endpoint, found through the configured issuer's discovery document; the access token that
+//! comes back is the session's token, which the API verifies like any bearer token of that
+//! issuer (signature, issuer, audience, expiry) and maps to its principal.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use base64::Engine;
+use maud::{DOCTYPE, html};
+use serde_json::Value;
+use sha2::Digest;
+
+use super::pages::{SESSION_COOKIE, cookie, layout, set_cookie};
+use super::session::{random_token, same};
+use super::{Console, harden, page};
+
+const FLOW_COOKIE: &str = "icegate_oidc";
+const FLOW_PATH: &str = "/ui/oidc";
+/// How long a started sign-in may take at the issuer.
+const FLOW_SECONDS: u64 = 600;
+/// The largest discovery document or token answer read from an issuer.
+const MAX_ISSUER_ANSWER: usize = 256 * 1024;
+
+/// The issuer's discovery document's endpoints, checked to be the configured issuer's.
+async fn endpoints(console: &Console, issuer: &str) -> Result<(String, String), String> {
+    let url = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
+    let document = fetch_json(console.http.get(&url)).await?;
+    if document["issuer"].as_str() != Some(issuer) {
+        return Err(format!("the discovery document at {url} names another issuer"));
+    }
+    let endpoint = |key: &str| {
+        document[key]
+            .as_str()
+            .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+            .map(str::to_owned)
+            .ok_or_else(|| format!("the discovery document has no {key}"))
+    };
+    Ok((endpoint("authorization_endpoint")?, endpoint("token_endpoint")?))
+}
+
+/// An issuer's JSON answer, read up to `MAX_ISSUER_ANSWER` bytes.
+async fn fetch_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
+    let mut response = request.send().await.map_err(|e| format!("the identity provider is unreachable: {e}"))?;
+    let status = response.status();
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| format!("reading the identity provider: {e}"))? {
+        if body.len() + chunk.len() > MAX_ISSUER_ANSWER {
+            return Err("the identity provider's answer is too large".into());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if !status.is_success() {
+        let reason =
+            value["error_description"].as_str().or_else(|| value["error"].as_str()).unwrap_or("no reason given");
+        return Err(format!("the identity provider answered {status}: {reason}"));
+    }
+    Ok(value)
+}
+
+fn redirect_uri(console: &Console) -> String {
+    format!("{}/ui/oidc/callback", console.public_url.as_deref().unwrap_or_default().trim_end_matches('/'))
+}
+
+fn failed(status: StatusCode, why: &str) -> Response {
+    let mut response = page(layout(
+        "Sign in",
+        None,
+        html! {
+            p.error role="alert" { "Sign-in failed: " (why) }
+            p { a href="/ui/login" { "Try again" } }
+        },
+    ));
+    *response.status_mut() = status;
+    response
+}
+
+/// Starts a sign-in at issuer `i`: a fresh state and code verifier in this browser's cookie,
+/// then to the issuer's authorization endpoint with the verifier's S256 challenge.
+pub(super) async fn start(State(console): State<Console>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some((index, issuer)) =
+        q.get("i").and_then(|i| i.parse::<usize>().ok()).and_then(|i| console.oidc.get(i).map(|c| (i, c)))
+    else {
+        return failed(StatusCode::NOT_FOUND, "no such identity provider");
+    };
+    let (authorize, _) = match endpoints(&console, &issuer.issuer).await {
+        Ok(endpoints) => endpoints,
+        Err(why) => return failed(StatusCode::BAD_GATEWAY, &why),
+    };
+    let state = random_token();
+    let verifier = format!("{}{}", random_token(), random_token());
+    let challenge = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(verifier.as_bytes()));
+    let mut url = match url::Url::parse(&authorize) {
+        Ok(url) => url,
+        Err(e) => return failed(StatusCode::BAD_GATEWAY, &format!("the authorization endpoint: {e}")),
+    };
+    url.query_pairs_mut()
+        .append_pair("response_type", "code")
+        .append_pair("client_id", issuer.console_client_id.as_deref().unwrap_or_default())
+        .append_pair("redirect_uri", &redirect_uri(&console))
+        .append_pair("scope", issuer.console_scopes.as_deref().unwrap_or("openid"))
+        .append_pair("state", &state)
+        .append_pair("code_challenge", &challenge)
+        .append_pair("code_challenge_method", "S256");
+    let mut response = harden(Redirect::to(url.as_str()).into_response());
+    let secure = if console.secure_cookies { "; Secure" } else { "" };
+    let flow = format!(
+        "{FLOW_COOKIE}={index}.{state}.{verifier}; Path={FLOW_PATH}; HttpOnly; SameSite=Lax; Max-Age={FLOW_SECONDS}{secure}"
+    );
+    if let Ok(value) = flow.parse() {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
+/// The issuer's redirect back: the state checked against this browser's, the code exchanged
+/// (with the verifier) for tokens, the access token's principal asked of the API, a session.
+pub(super) async fn callback(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let flow = cookie(&headers, FLOW_COOKIE).unwrap_or_default();
+    let mut parts = flow.splitn(3, '.');
+    let (Some(index), Some(state), Some(verifier)) = (parts.next(), parts.next(), parts.next()) else {
+        return failed(StatusCode::BAD_REQUEST, "this browser did not start a sign-in (or it expired): start again");
+    };
+    if !q.get("state").is_some_and(|given| same(given, state)) {
+        return failed(StatusCode::BAD_REQUEST, "the answer is not for the sign-in this browser started");
+    }
+    if let Some(error) = q.get("error") {
+        let why = q.get("error_description").map_or_else(|| error.clone(), |d| format!("{error}: {d}"));
+        return failed(StatusCode::UNAUTHORIZED, &format!("the identity provider refused: {why}"));
+    }
+    let Some(code) = q.get("code") else {
+        return failed(StatusCode::BAD_REQUEST, "the identity provider sent no code");
+    };
+    let Some(issuer) = index.parse::<usize>().ok().and_then(|i| console.oidc.get(i)) else {
+        return failed(StatusCode::BAD_REQUEST, "no such identity provider");
+    };
+    // RFC 9207: an issuer that names itself in its answer must be the one this sign-in went to
+    // (no mixing up two configured issuers).
+    if q.get("iss").is_some_and(|iss| iss != &issuer.issuer) {
+        return failed(StatusCode::BAD_REQUEST, "the answer comes from another identity provider than the one asked");
+    }
+    let token_endpoint = match endpoints(&console, &issuer.issuer).await {
+        Ok((_, token)) => token,
+        Err(why) => return failed(StatusCode::BAD_GATEWAY, &why),
+    };
+    let client_id = issuer.console_client_id.clone().unwrap_or_default();
+    let mut form = vec![
+        ("grant_type", "authorization_code".to_owned()),
+        ("code", code.clone()),
+        ("redirect_uri", redirect_uri(&console)),
+        ("code_verifier", verifier.to_owned()),
+    ];
+    let mut request = console.http.post(&token_endpoint);
+    match &issuer.console_client_secret {
+        Some(secret) => request = request.basic_auth(&client_id, Some(secret)),
+        None => form.push(("client_id", client_id.clone())),
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form.iter()).finish();
+    let request = request.header(header::CONTENT_TYPE, "application/x-www-form-urlencoded").body(body);
+    let answer = match fetch_json(request).await {
+        Ok(answer) => answer,
+        Err(why) => return failed(StatusCode::UNAUTHORIZED, &why),
+    };
+    let Some(token) = answer["access_token"].as_str().map(str::to_owned) else {
+        return failed(StatusCode::BAD_GATEWAY, "the identity provider sent no access token");
+    };
+    // The API decides who the token is (or refuses it), as for any caller.
+    let whoami = console.call(Some(&token), Method::GET, "/management/v1/whoami", None).await;
+    let Some(principal) = whoami.body["principal"].as_str().filter(|_| whoami.ok()).map(str::to_owned) else {
+        return failed(StatusCode::UNAUTHORIZED, &format!("icegate refused the issuer's token: {}", whoami.message()));
+    };
+    let lifetime = answer["expires_in"].as_u64().map(Duration::from_secs);
+    let Some((id, _)) = console.sessions.open(Some(token), principal, lifetime) else {
+        return failed(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the console holds as many sessions as it may: try again later",
+        );
+    };
+    // A page of this server goes on to the console: a navigation this site starts carries the
+    // `SameSite=Strict` session cookie, the issuer's redirect would not.
+    let mut response = page(html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta http-equiv="refresh" content="0;url=/ui";
+                title { "Signed in · icegate" }
+                link rel="stylesheet" href="/ui/style.css";
+            }
+            body { main { p { "Signed in. " a href="/ui" { "Continue to the console" } } } }
+        }
+    });
+    let secure = if console.secure_cookies { "; Secure" } else { "" };
+    for value in [
+        set_cookie(&console, SESSION_COOKIE, &id, None),
+        format!("{FLOW_COOKIE}=; Path={FLOW_PATH}; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
+    ] {
+        if let Ok(value) = value.parse() {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response
+}
