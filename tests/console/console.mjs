@@ -113,6 +113,8 @@ async function everything() {
   await page.screenshot({ path: `${outdir}/table-viewport.png` });
   results.steps.columns = await page.locator("main table").first().locator("tbody td:nth-child(2)").allTextContents();
   results.steps.plot_points = await page.locator("figure.timeline circle").count();
+  results.steps.plot_bars = await page.locator("figure.timeline rect.added").count();
+  results.steps.plot_titles = await page.locator("figure.timeline circle title").allTextContents();
   results.steps.table_text = await page.locator("main").innerText();
   // Keyboard: the first link is reachable with Tab.
   await page.keyboard.press("Tab");

@@ -136,7 +136,9 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert set(steps["namespaces"]) >= {"sales", "secret_hr", MARKUP}
         assert steps["columns"] == ["id", "label"]
-        assert steps["plot_points"] == 3
+        assert steps["plot_points"] == 3 and steps["plot_bars"] == 3
+        assert all("+1 records, +1 files" in t for t in steps["plot_titles"]), steps["plot_titles"]
+        assert "3 records" in steps["plot_titles"][-1]
         assert MARKUP in steps["table_text"], "the property shows as text"
         assert steps["grant_note"] == "Granted read to console-role."
         assert "narrow" in steps["who_can"] and "eve" in steps["who_can"]

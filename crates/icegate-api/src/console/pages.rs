@@ -571,59 +571,92 @@ pub(super) fn properties(value: &Value) -> Markup {
     }
 }
 
-/// One snapshot on the timeline: when, total records, total bytes, and its title.
-type Point = (i64, f64, f64, String);
+/// Snapshots the timeline draws at most (the newest); the table below lists them all.
+const MAX_PLOTTED: usize = 1_000;
 
-/// The snapshot timeline: time against total records and total size, one point per snapshot
-/// (an SVG drawn here, no script), each point titled with its figures.
+/// One snapshot on the timeline.
+struct Point {
+    at: i64,
+    total_records: f64,
+    total_size: f64,
+    added_records: f64,
+    title: String,
+}
+
+/// The snapshot timeline: time against total records and total size (lines), and the records
+/// each snapshot added (bars); one point per snapshot, titled with its figures (records, files
+/// and bytes added, totals). An SVG drawn here, no script.
 fn timeline(snapshots: &[Value]) -> Markup {
-    let points: Vec<Point> = snapshots
+    let mut points: Vec<Point> = snapshots
         .iter()
         .map(|s| {
             let summary = &s["summary"];
             let number = |k: &str| summary[k].as_str().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
             let title = format!(
-                "snapshot {} · {} · {} records (+{}) · {} files (+{}) · {} bytes",
+                "snapshot {} · {} · {} · +{} records, +{} files, +{} bytes · {} records, {} files, {} bytes in all",
                 s["snapshot-id"],
+                when(&s["timestamp-ms"]),
                 summary["operation"].as_str().unwrap_or("-"),
-                number("total-records"),
                 number("added-records"),
-                number("total-data-files"),
                 number("added-data-files"),
+                number("added-files-size"),
+                number("total-records"),
+                number("total-data-files"),
                 number("total-files-size"),
             );
-            (s["timestamp-ms"].as_i64().unwrap_or(0), number("total-records"), number("total-files-size"), title)
+            Point {
+                at: s["timestamp-ms"].as_i64().unwrap_or(0),
+                total_records: number("total-records"),
+                total_size: number("total-files-size"),
+                added_records: number("added-records"),
+                title,
+            }
         })
         .collect();
     if points.is_empty() {
         return html! { p.muted { "No snapshots yet." } };
     }
+    points.sort_by_key(|p| p.at);
+    let cut = points.len().saturating_sub(MAX_PLOTTED);
+    let points = &points[cut..];
     let (w, h, pad) = (640.0, 200.0, 24.0);
-    let t0 = points.iter().map(|p| p.0).min().unwrap_or(0) as f64;
-    let t1 = (points.iter().map(|p| p.0).max().unwrap_or(0) as f64).max(t0 + 1.0);
-    let max_records = points.iter().map(|p| p.1).fold(1.0, f64::max);
-    let max_size = points.iter().map(|p| p.2).fold(1.0, f64::max);
+    let t0 = points.iter().map(|p| p.at).min().unwrap_or(0) as f64;
+    let t1 = (points.iter().map(|p| p.at).max().unwrap_or(0) as f64).max(t0 + 1.0);
+    let max_records = points.iter().map(|p| p.total_records).fold(1.0, f64::max);
+    let max_size = points.iter().map(|p| p.total_size).fold(1.0, f64::max);
+    let max_added = points.iter().map(|p| p.added_records).fold(1.0, f64::max);
     let x = |t: i64| pad + (t as f64 - t0) / (t1 - t0) * (w - 2.0 * pad);
     let y = |v: f64, max: f64| h - pad - v / max * (h - 2.0 * pad);
     let line = |pick: &dyn Fn(&Point) -> f64, max: f64| {
-        points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(pick(p), max))).collect::<Vec<_>>().join(" ")
+        points.iter().map(|p| format!("{:.1},{:.1}", x(p.at), y(pick(p), max))).collect::<Vec<_>>().join(" ")
     };
-    let records = line(&|p| p.1, max_records);
-    let sizes = line(&|p| p.2, max_size);
+    let records = line(&|p| p.total_records, max_records);
+    let sizes = line(&|p| p.total_size, max_size);
+    let first = when(&Value::from(t0 as i64));
+    let last = when(&Value::from(t1 as i64));
     html! {
         figure.timeline {
-            svg viewBox={ "0 0 " (w) " " (h) } role="img" aria-label="Snapshot timeline: total records and total size over time" {
+            svg viewBox={ "0 0 " (w) " " (h + 16.0) } role="img" aria-label="Snapshot timeline: records added by each snapshot, total records and total size over time" {
                 line.axis x1=(pad) y1=(h - pad) x2=(w - pad) y2=(h - pad) {}
+                @for p in points {
+                    @let top = y(p.added_records, max_added);
+                    rect.added x=(format!("{:.1}", x(p.at) - 3.0)) y=(format!("{top:.1}")) width="6" height=(format!("{:.1}", (h - pad - top).max(0.0))) { title { (p.title) } }
+                }
                 polyline.records points=(records) {}
                 polyline.size points=(sizes) {}
-                @for p in &points {
-                    circle.records cx=(format!("{:.1}", x(p.0))) cy=(format!("{:.1}", y(p.1, max_records))) r="4" { title { (p.3) } }
+                @for p in points {
+                    circle.records cx=(format!("{:.1}", x(p.at))) cy=(format!("{:.1}", y(p.total_records, max_records))) r="4" { title { (p.title) } }
                 }
+                text.when x=(pad) y=(h - 4.0) { (first) }
+                text.when.end x=(w - pad) y=(h - 4.0) { (last) }
             }
             figcaption {
+                span.key-added { "records added (bars, max " (max_added) ")" }
+                " · "
                 span.key-records { "total records (max " (max_records) ")" }
                 " · "
                 span.key-size { "total size (max " (max_size) " bytes)" }
+                @if cut > 0 { " · the newest " (MAX_PLOTTED) " of " (snapshots.len()) " snapshots" }
             }
         }
     }
