@@ -126,8 +126,11 @@ async function everything() {
   await page.getByLabel("Privilege", { exact: true }).selectOption("read");
   await page.getByLabel(/^On/).fill("default.sales.orders");
   await page.getByLabel("Kind", { exact: true }).selectOption("table");
+  // The form's request id goes with the API call it makes (one id for the page and its audit).
+  await page.setExtraHTTPHeaders({ "x-request-id": params.request_id });
   await page.getByRole("button", { name: "Grant", exact: true }).click();
   await page.waitForURL(`${url}/ui/access`);
+  await page.setExtraHTTPHeaders({});
   results.steps.grant_note = await page.locator("p.note").innerText();
   await shot(page, "access");
   await page.goto(`${url}/ui/table?w=default&ns=sales&t=orders`);

@@ -125,7 +125,7 @@ def test_the_console_in_a_real_browser(tmp_path):
             "admin_id": ADMIN_ID, "admin_secret": ADMIN_SECRET, "narrow_id": narrow["client-id"],
             "narrow_secret": narrow["client-secret"], "dropped": "old", "hidden_namespace": "secret_hr",
             "hidden_table": "salaries", "grant_role": "console-role", "view": "recent_orders",
-            "adopted": "raw.clicks",
+            "adopted": "raw.clicks", "request_id": "console-grant-7f3a",
             "migration": run["id"],
         })
         steps = results["steps"]
@@ -143,6 +143,9 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert steps["grant_note"] == "Granted read to console-role."
         assert "narrow" in steps["who_can"] and "eve" in steps["who_can"]
         # (The grant reached the API: its member shows in who can access. The review below revokes it.)
+        records = admin_call(server, token, "GET", "/management/v1/audit?pageSize=1000")["records"]
+        tied = [r["record"] for r in records if r["record"].get("request-id") == "console-grant-7f3a"]
+        assert tied and all(r["actor"].get("name") == "admin" for r in tied), tied
         assert steps["audit_rows"] > 0 and "loadTable" in steps["audit_text"]
         assert steps["focused"] == "A"
         assert "old is back" in steps["undrop_note"]

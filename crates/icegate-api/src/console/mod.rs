@@ -113,11 +113,15 @@ impl Console {
         answer
     }
 
-    /// Sends a request through the API's whole stack; its answer read up to `max` bytes.
+    /// Sends a request through the API's whole stack; its answer read up to `max` bytes. It
+    /// carries the console request's id, so the audit trail ties the page to its API calls.
     async fn send(&self, request: axum::http::Result<Request>, max: usize) -> Answer {
-        let Ok(request) = request else {
+        let Ok(mut request) = request else {
             return Answer { status: StatusCode::BAD_REQUEST, body: Value::Null };
         };
+        if let Ok(id) = REQUEST_ID.try_with(Clone::clone) {
+            request.headers_mut().insert(crate::REQUEST_ID_HEADER, id);
+        }
         match self.api.clone().oneshot(request).await {
             Ok(response) => {
                 let status = response.status();
@@ -141,6 +145,19 @@ impl Console {
     /// The console's routes (everything else is the API's).
     pub fn pages(self) -> Router {
         pages::routes(self)
+    }
+}
+
+tokio::task_local! {
+    /// The id of the console request being answered (its API calls carry it too).
+    static REQUEST_ID: HeaderValue;
+}
+
+/// Runs a console request with its request id at hand for the API calls it makes.
+pub async fn with_request_id(request: Request, next: axum::middleware::Next) -> Response {
+    match request.headers().get(crate::REQUEST_ID_HEADER).cloned() {
+        Some(id) => REQUEST_ID.scope(id, next.run(request)).await,
+        None => next.run(request).await,
     }
 }
 

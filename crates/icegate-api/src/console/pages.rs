@@ -67,6 +67,24 @@ pub(super) fn when(value: &Value) -> String {
     )
 }
 
+/// Names joined by dots as the CLI writes them: a part holding a dot or a quote (or empty) in
+/// double quotes, a quote inside doubled (`default."a.b".t`), so a level with a dot never reads
+/// as two.
+pub(super) fn dotted<S: AsRef<str>>(parts: &[S]) -> String {
+    parts
+        .iter()
+        .map(|p| {
+            let p = p.as_ref();
+            if p.contains(['.', '"']) || p.is_empty() {
+                format!("\"{}\"", p.replace('"', "\"\""))
+            } else {
+                p.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
 pub(super) fn encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
@@ -391,10 +409,10 @@ async fn warehouse(
                     }
                     @if truncated { p.muted role="status" { "Only part of the tree is shown: search, or open a namespace." } }
                     ul.tree {
-                        @for levels in found.iter().filter(|l| needle.is_empty() || l.join(".").to_lowercase().contains(&needle)) {
+                        @for levels in found.iter().filter(|l| needle.is_empty() || dotted(l).to_lowercase().contains(&needle)) {
                             li class={ "depth-" ((levels.len() - 1).min(15)) } {
                                 a href=(namespace_link(&warehouse, levels)) { (levels.last().cloned().unwrap_or_default()) }
-                                @if levels.len() > 1 { span.muted { " in " (levels[..levels.len() - 1].join(".")) } }
+                                @if levels.len() > 1 { span.muted { " in " (dotted(&levels[..levels.len() - 1])) } }
                             }
                         }
                     }
@@ -452,7 +470,7 @@ async fn namespace(
                 }
             }
         };
-        layout(&format!("Namespace {}", levels.join(".")), Some(&session), body)
+        layout(&format!("Namespace {}", dotted(&levels)), Some(&session), body)
     })
     .await
 }
@@ -542,7 +560,7 @@ async fn view(
                                         td { (v["version-id"]) }
                                         td { (when(&v["timestamp-ms"])) }
                                         td { (v["representations"].as_array().into_iter().flatten().filter_map(|r| r["dialect"].as_str()).collect::<Vec<_>>().join(", ")) }
-                                        td { (v["default-namespace"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(".")) }
+                                        td { (dotted(&v["default-namespace"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>())) }
                                     }
                                 }
                             }
@@ -553,7 +571,7 @@ async fn view(
                 }
             }
         };
-        layout(&format!("View {}.{}", levels.join("."), name), Some(&session), body)
+        layout(&format!("View {}", dotted(&[levels.as_slice(), &[name.clone()]].concat())), Some(&session), body)
     })
     .await
 }
@@ -778,7 +796,7 @@ async fn table(
                 }
             }
         };
-        layout(&format!("Table {}.{}", levels.join("."), name), Some(&session), body)
+        layout(&format!("Table {}", dotted(&[levels.as_slice(), &[name.clone()]].concat())), Some(&session), body)
     })
     .await
 }
@@ -804,7 +822,7 @@ async fn deleted(
                         @for d in answer.body["deleted"].as_array().into_iter().flatten() {
                             @let namespace: Vec<String> = serde_json::from_value(d["namespace"].clone()).unwrap_or_default();
                             tr {
-                                td { (namespace.join(".")) "." (d["name"].as_str().unwrap_or_default()) }
+                                td { (dotted(&[namespace.as_slice(), &[d["name"].as_str().unwrap_or_default().to_owned()]].concat())) }
                                 td { (when(&d["dropped-at-ms"])) }
                                 td { (d["dropped-by"].as_str().unwrap_or_default()) }
                                 td { @if d["restorable"] == json!(true) { "yes" } @else { (d["not-restorable"].as_str().unwrap_or("no")) } }
@@ -976,7 +994,7 @@ pub(super) fn securable_text(securable: &Value) -> String {
         _ => {}
     }
     parts.extend(securable["name"].as_str().map(str::to_owned));
-    format!("{} {}", securable["type"].as_str().unwrap_or_default(), parts.join("."))
+    format!("{} {}", securable["type"].as_str().unwrap_or_default(), dotted(&parts))
 }
 
 #[derive(Deserialize)]

@@ -233,7 +233,7 @@ pub(super) async fn migration(
 fn dotted(namespace: &Value, name: &Value) -> String {
     let mut parts: Vec<&str> = namespace.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
     parts.extend(name.as_str());
-    parts.join(".")
+    super::pages::dotted(&parts)
 }
 
 /// Rolls a run back, or retires its source entries.
