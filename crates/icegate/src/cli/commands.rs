@@ -1106,6 +1106,7 @@ pub enum AdoptVerb {
     List {
         warehouse: String,
     },
+    /// One adoption with its runs (newest first), each with its report.
     Show {
         warehouse: String,
         id: String,
