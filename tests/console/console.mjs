@@ -163,6 +163,17 @@ async function everything() {
   await page.goto(`${url}/ui/principals`);
   await page.getByRole("button", { name: "Rotate the secret of carol" }).click();
   results.steps.rotated = { id: await page.locator("#client-id").innerText(), secret: await page.locator("#client-secret").innerText() };
+  // carol signs in; once her secret is rotated again, her console session ends with her token.
+  const carol = await session(1280, 900);
+  await signIn(carol.page, results.steps.rotated.id, results.steps.rotated.secret);
+  results.steps.carol_signed_in = await carol.page.locator("form.signout").innerText();
+  await page.goto(`${url}/ui/principals`);
+  await page.getByRole("button", { name: "Rotate the secret of carol" }).click();
+  await carol.page.goto(`${url}/ui/tasks`);
+  results.steps.carol_after_rotation = carol.page.url();
+  await carol.page.goto(`${url}/ui/tasks`);
+  results.steps.carol_then = carol.page.url();
+  await carol.context.close();
   await page.goto(`${url}/ui/principals`);
   await page.getByLabel("Name", { exact: true }).fill("dave");
   await page.getByRole("button", { name: "Create principal" }).click();

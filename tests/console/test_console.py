@@ -165,8 +165,11 @@ def test_the_console_in_a_real_browser(tmp_path):
         # Principals: the credentials shown once work, the rotated ones replace them, dave is gone.
         created, rotated = steps["created"], steps["rotated"]
         assert created["id"] == rotated["id"] and created["secret"] != rotated["secret"]
-        assert isinstance(token_for(server, rotated["id"], rotated["secret"]), str)
+        assert token_for(server, rotated["id"], rotated["secret"]) == 401, "rotated once more in the console"
         assert token_for(server, created["id"], created["secret"]) == 401
+        assert "Signed in as carol" in steps["carol_signed_in"]
+        assert steps["carol_after_rotation"].endswith("/ui/login"), "the session ended with its token"
+        assert steps["carol_then"].endswith("/ui/login")
         assert "dave is deleted" in steps["delete_note"] and "dave" not in steps["principals"]
         assert "carol" in steps["principals"]
         names = {p["name"] for p in admin_call(server, token, "GET", "/management/v1/principals")["principals"]}

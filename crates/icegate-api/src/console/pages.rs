@@ -131,7 +131,13 @@ where
 {
     match visitor(console, headers) {
         Visitor::In(id, session) => {
-            let mut response = page(render(id.clone(), session).await);
+            let markup = render(id.clone(), session).await;
+            // The API refused the session's token on the way (its principal deleted, its secret
+            // rotated): the session is over, sign in again.
+            if console.sessions.get(&id).is_none() {
+                return harden(Redirect::to("/ui/login").into_response());
+            }
+            let mut response = page(markup);
             if cookie(headers, SESSION_COOKIE).as_deref() != Some(id.as_str())
                 && let Ok(value) = set_cookie(console, SESSION_COOKIE, &id, None).parse()
             {

@@ -1103,19 +1103,11 @@ pub enum AdoptVerb {
         dry_run: bool,
     },
     /// A warehouse's adoptions.
-    List {
-        warehouse: String,
-    },
+    List { warehouse: String },
     /// One adoption with its runs (newest first), each with its report.
-    Show {
-        warehouse: String,
-        id: String,
-    },
+    Show { warehouse: String, id: String },
     /// Re-sync an adoption now.
-    Sync {
-        warehouse: String,
-        id: String,
-    },
+    Sync { warehouse: String, id: String },
 }
 
 #[async_trait::async_trait]
