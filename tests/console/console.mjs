@@ -59,13 +59,55 @@ async function signInThroughTheIssuer() {
   results.steps.oidc_session_cookie = (await context.cookies()).find((c) => c.name === "icegate_session");
   results.steps.oidc_home = await page.locator("main").innerText();
   await shot(page, "oidc-home");
+  // A page of another origin on the same site plants its own sign-in form's nonce and posts
+  // mallory's credentials to the console: refused, alice stays signed in.
+  await page.goto(params.attacker_page);
+  await page.waitForLoadState("load");
+  await page.waitForTimeout(500);
+  results.steps.tossed_login_url = page.url();
+  results.steps.tossed_login_text = await page.locator("body").innerText();
+  await page.goto(`${url}/ui`);
+  results.steps.after_tossed_login = await page.locator("form.signout").innerText();
+  // Another browser (the attacker's) runs its own sign-in up to the issuer's answer, which it
+  // keeps; its flow cookie is planted in alice's browser (as a same-site page can) and her
+  // browser sent to the kept answer: her session is not replaced.
+  const attacker = await session(1280, 900);
+  await attacker.page.goto(`${url}/ui/login`);
+  await attacker.page.getByRole("link", { name: params.sso_button }).click();
+  await attacker.page.locator("input[name=login]").fill("mallory");
+  await attacker.page.locator("input[name=password]").fill("any");
+  await attacker.page.locator("button[type=submit]").click();
+  // The consent form posted by hand, and the provider's redirects followed up to the answer,
+  // which is kept rather than delivered.
+  await attacker.page.waitForLoadState("load");
+  const action = new URL(await attacker.page.locator("form").first().getAttribute("action"), attacker.page.url()).href;
+  const fields = await attacker.page.evaluate(() => Object.fromEntries(new FormData(document.forms[0])));
+  let answer = await attacker.page.request.post(action, { form: fields, maxRedirects: 0 });
+  results.steps.consent_answer = answer.status();
+  let kept = answer.headers()["location"];
+  for (let i = 0; i < 5 && kept && !kept.includes("/ui/oidc/callback/"); i++) {
+    answer = await attacker.page.request.get(new URL(kept, action).href, { maxRedirects: 0 });
+    kept = answer.headers()["location"];
+  }
+  const attackerCookies = await attacker.context.cookies();
+  results.steps.attacker_cookies = attackerCookies.map((c) => `${c.name}@${c.path}`);
+  results.steps.attacker_url = attacker.page.url();
+  const flow = attackerCookies.find((c) => c.name === "icegate_oidc");
+  await attacker.context.close();
+  results.steps.kept_answer = Boolean(kept && flow);
+  await context.addCookies([{ name: "icegate_oidc", value: flow.value, domain: "127.0.0.1", path: "/ui/oidc/callback/idp", httpOnly: true, sameSite: "Lax" }]);
+  const planted = await page.goto(kept);
+  results.steps.planted_status = planted.status();
+  results.steps.planted_text = await page.locator("main").innerText();
+  await page.goto(`${url}/ui`);
+  results.steps.after_planted = await page.locator("form.signout").innerText();
   // An answer for a sign-in this browser did not start (another state) is refused.
-  const forged = await page.request.get(`${url}/ui/oidc/callback?code=stolen&state=forged`, { maxRedirects: 0 });
+  const forged = await page.request.get(`${url}/ui/oidc/callback/idp?code=stolen&state=forged`, { maxRedirects: 0 });
   results.steps.oidc_forged_status = forged.status();
   await context.close();
   // A browser that started no sign-in cannot finish one (login CSRF).
   const other = await session(1280, 900);
-  const foreign = await other.page.request.get(`${url}/ui/oidc/callback?code=stolen&state=anything`, { maxRedirects: 0 });
+  const foreign = await other.page.request.get(`${url}/ui/oidc/callback/idp?code=stolen&state=anything`, { maxRedirects: 0 });
   results.steps.oidc_foreign_status = foreign.status();
   await other.context.close();
 }
@@ -133,6 +175,24 @@ async function everything() {
   await page.setExtraHTTPHeaders({});
   results.steps.grant_note = await page.locator("p.note").innerText();
   await shot(page, "access");
+  // A role made, given a member, the member removed, the role deleted.
+  await page.getByLabel("Role name").fill("ops");
+  await page.getByRole("button", { name: "Create role" }).click();
+  await page.waitForURL(`${url}/ui/access`);
+  results.steps.role_created = await page.locator("p.note").innerText();
+  await page.getByLabel("Principal to add to ops").fill("eve");
+  await page.getByRole("button", { name: "Add to ops" }).click();
+  await page.waitForURL(`${url}/ui/access`);
+  results.steps.member_added = await page.locator("p.note").innerText();
+  results.steps.ops_row = await page.locator("table.roles tbody tr", { has: page.getByRole("button", { name: "Delete role ops" }) }).innerText();
+  await page.getByRole("button", { name: "Remove eve from ops" }).click();
+  await page.waitForURL(`${url}/ui/access`);
+  results.steps.member_removed = await page.locator("p.note").innerText();
+  const opsRow = page.locator("table.roles tbody tr", { has: page.getByRole("button", { name: "Delete role ops" }) });
+  await opsRow.getByRole("checkbox").first().check();
+  await opsRow.getByRole("button", { name: "Delete role ops" }).click();
+  await page.waitForURL(`${url}/ui/access`);
+  results.steps.role_deleted = await page.locator("p.note").innerText();
   await page.goto(`${url}/ui/table?w=default&ns=sales&t=orders`);
   results.steps.who_can = await page.locator("table.access tbody td:first-child").allTextContents();
 

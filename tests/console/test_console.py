@@ -5,11 +5,13 @@ signed-out session refused, a phone's width; a narrow principal finds no trace o
 not see; names and properties holding markup are shown as text. Screenshots of every page go to
 the test's directory (not committed)."""
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -143,6 +145,10 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert steps["grant_note"] == "Granted read to console-role."
         assert "narrow" in steps["who_can"] and "eve" in steps["who_can"]
         # (The grant reached the API: its member shows in who can access. The review below revokes it.)
+        assert steps["role_created"] == "Role ops created." and steps["member_added"] == "eve is in ops."
+        assert "eve" in steps["ops_row"]
+        assert steps["member_removed"] == "eve left ops." and steps["role_deleted"] == "Role ops deleted."
+        assert "ops" not in {r["name"] for r in admin_call(server, token, "GET", "/management/v1/roles")["roles"]}
         records = admin_call(server, token, "GET", "/management/v1/audit?pageSize=1000")["records"]
         tied = [r["record"] for r in records if r["record"].get("request-id") == "console-grant-7f3a"]
         assert tied and all(r["actor"].get("name") == "admin" for r in tied), tied
@@ -214,6 +220,42 @@ def test_the_console_in_a_real_browser(tmp_path):
         server.stop()
 
 
+class Site:
+    """A web page served from another origin of the same site (another port of 127.0.0.1)."""
+
+    def __init__(self, handler):
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def attacker_site(server, mallory):
+    """A same-site page that plants its own sign-in nonce (cookies are not kept apart by port)
+    and posts mallory's credentials to the console's sign-in form."""
+    form = f"""<!doctype html><form id=f method=post action="{server.uri}/ui/login">
+<input name=nonce value=tossed><input name=client_id value="{mallory['client-id']}">
+<input name=client_secret value="{mallory['client-secret']}"></form>
+<script>document.getElementById('f').submit()</script>"""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = form.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Set-Cookie", "icegate_login=tossed; Path=/ui/login; HttpOnly")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return Site(Handler)
+
+
 def test_signing_in_through_an_identity_provider(tmp_path):
     """The console's sign-in through an OpenID Connect issuer (authorization code with PKCE):
     a real provider (panva's oidc-provider from npm, which requires PKCE and refuses a code
@@ -225,7 +267,7 @@ def test_signing_in_through_an_identity_provider(tmp_path):
     script = NODE_DIR / "issuer.mjs"
     shutil.copy(Path(__file__).with_name("issuer.mjs"), script)
     issuer_log = open(tmp_path / "issuer.log", "w")
-    issuer = subprocess.Popen(["node", str(script), str(issuer_port), f"{server.uri}/ui/oidc/callback"],
+    issuer = subprocess.Popen(["node", str(script), str(issuer_port), f"{server.uri}/ui/oidc/callback/idp"],
                               stdout=issuer_log, stderr=subprocess.STDOUT)
     try:
         discovery = f"http://127.0.0.1:{issuer_port}/.well-known/openid-configuration"
@@ -253,13 +295,27 @@ console_scopes = "openid icegate"
         server.start()
         out = tmp_path / "screenshots"
         out.mkdir()
-        results = drive(server, out, {"mode": "oidc", "sso_button": "Sign in with idp", "oidc_user": "alice"})
+        mallory = admin_call(server, admin_token(server), "POST", "/management/v1/principals", {"name": "mallory"})
+        attacker = attacker_site(server, mallory)
+        try:
+            results = drive(server, out, {"mode": "oidc", "sso_button": "Sign in with idp", "oidc_user": "alice",
+                                          "attacker_page": attacker.url})
+        finally:
+            attacker.close()
         steps = results["steps"]
         assert "Signed in as alice@idp" in steps["oidc_signed_in"], steps["oidc_signed_in"]
         assert steps["oidc_flow_cookie"] == 0, "the flow's cookie is gone once used"
         cookie = steps["oidc_session_cookie"]
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert steps["oidc_forged_status"] == 400 and steps["oidc_foreign_status"] == 400
+        # Another origin of the same site cannot sign alice's browser in as mallory: neither with
+        # a planted sign-in nonce (the form's origin is checked) nor a planted flow cookie and a
+        # kept answer (a signed-in browser is never switched to another principal).
+        assert "not this console's page" in steps["tossed_login_text"] or "expired" in steps["tossed_login_text"], steps["tossed_login_text"]
+        assert "Signed in as alice@idp" in steps["after_tossed_login"]
+        assert steps["kept_answer"]
+        assert steps["planted_status"] == 409 and "signed in as alice@idp already" in steps["planted_text"]
+        assert "Signed in as alice@idp" in steps["after_planted"]
         # The console's session acts as the issuer's user: the API provisioned exactly that one.
         names = {p["name"] for p in admin_call(server, admin_token(server), "GET", "/management/v1/principals")["principals"]}
         assert "alice@idp" in names
@@ -269,3 +325,144 @@ console_scopes = "openid icegate"
         server.stop()
         issuer.terminate()
         issuer.wait(timeout=10)
+
+
+def raw(server, method, path, headers=None, body=None):
+    """One request, redirects not followed: (status, headers, text)."""
+    import http.client
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.request(method, path, body=body, headers=headers or {})
+    response = connection.getresponse()
+    answer = (response.status, response.getheaders(), response.read().decode(errors="replace"))
+    connection.close()
+    return answer
+
+
+def set_cookies(headers):
+    return {v.split("=", 1)[0]: v.split("=", 1)[1].split(";", 1)[0] for k, v in headers if k.lower() == "set-cookie"}
+
+
+def sign_in(server, client_id, secret, extra=None):
+    """The sign-in form as a browser posts it: (status, the session cookie or None)."""
+    _, headers, _ = raw(server, "GET", "/ui/login")
+    nonce = set_cookies(headers)["icegate_login"]
+    form = urllib.parse.urlencode({"nonce": nonce, "client_id": client_id, "client_secret": secret})
+    status, headers, _ = raw(server, "POST", "/ui/login", {
+        "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"icegate_login={nonce}", **(extra or {})}, form)
+    return status, set_cookies(headers).get("icegate_session")
+
+
+def test_what_the_second_console_attack_round_found_stays_fixed(tmp_path):
+    """The console's second attack round (docs/security.md): a form posted from another origin of
+    the same site, a planted duplicate session cookie, an identity provider handing over a token
+    that is not its own, an answer returned to another issuer's path, and "who can access" for a
+    namespace level holding a dot."""
+    token_box = {}
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        """A configured issuer that sends the browser straight back (no `iss`) and answers the
+        code with a token of icegate's own (mallory's), with an endless lifetime."""
+
+        def do_GET(self):
+            if self.path.startswith("/.well-known/openid-configuration"):
+                doc = {"issuer": evil.url.rstrip("/"), "authorization_endpoint": f"{evil.url}auth",
+                       "token_endpoint": f"{evil.url}token"}
+                self.reply(200, json.dumps(doc).encode(), "application/json")
+            else:
+                self.reply(404, b"{}", "application/json")
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            body = {"access_token": token_box["mallory"], "token_type": "Bearer", "expires_in": 2**64 - 1}
+            self.reply(200, json.dumps(body).encode(), "application/json")
+
+        def reply(self, status, body, kind):
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    evil = Site(Evil)
+    server = Server(tmp_path, [], secured_env({}))
+    (tmp_path / "icegate.toml").write_text(f'''
+[server]
+public_url = "{server.uri}"
+
+[[auth.oidc]]
+issuer = "{evil.url.rstrip('/')}"
+audience = "urn:icegate"
+name = "evil"
+console_client_id = "icegate-console"
+''')
+    server.args = ["--config", str(tmp_path / "icegate.toml")]
+    server.start()
+    try:
+        token = admin_token(server)
+        mallory = admin_call(server, token, "POST", "/management/v1/principals", {"name": "mallory"})
+        token_box["mallory"] = token_for(server, mallory["client-id"], mallory["client-secret"])
+
+        # The sign-in form posted from another origin of the same site is refused; the same form
+        # from the console's own origin, or from no browser at all, signs in.
+        other = f"http://127.0.0.1:{free_port()}"
+        status, session = sign_in(server, ADMIN_ID, ADMIN_SECRET, {"Origin": other, "Sec-Fetch-Site": "same-site"})
+        assert status == 403 and session is None
+        status, session = sign_in(server, ADMIN_ID, ADMIN_SECRET, {"Sec-Fetch-Site": "cross-site"})
+        assert status == 403 and session is None
+        status, session = sign_in(server, ADMIN_ID, ADMIN_SECRET, {"Origin": other})  # a browser without Sec-Fetch-*
+        assert status == 403 and session is None
+        status, session = sign_in(server, ADMIN_ID, ADMIN_SECRET, {"Origin": server.uri, "Sec-Fetch-Site": "same-origin"})
+        assert status == 303 and session
+        status, plain = sign_in(server, ADMIN_ID, ADMIN_SECRET)
+        assert status == 303 and plain
+
+        # A signed-in form posted from another origin is refused, and nothing is created.
+        page = raw(server, "GET", "/ui/principals", {"Cookie": f"icegate_session={session}"})[2]
+        csrf = page.split('name="csrf" value="')[1].split('"')[0]
+        form = urllib.parse.urlencode({"csrf": csrf, "action": "create", "name": "planted"})
+        posted = raw(server, "POST", "/ui/principals", {"Content-Type": "application/x-www-form-urlencoded",
+                     "Cookie": f"icegate_session={session}", "Origin": other}, form)
+        assert posted[0] == 403
+        names = {p["name"] for p in admin_call(server, token, "GET", "/management/v1/principals")["principals"]}
+        assert "planted" not in names
+        # Two session cookies (one planted for a longer path) are trusted neither.
+        mallory_session = sign_in(server, mallory["client-id"], mallory["client-secret"])[1]
+        both = raw(server, "GET", "/ui/principals",
+                   {"Cookie": f"icegate_session={mallory_session}; icegate_session={session}"})
+        assert both[0] == 303 and dict(both[1])["location"] == "/ui/login"
+
+        # The evil issuer's answer: a token that is not its own opens no session.
+        status, headers, _ = raw(server, "GET", "/ui/oidc/start?i=0")
+        assert status == 303
+        location = dict(headers)["location"]
+        state = urllib.parse.parse_qs(urllib.parse.urlparse(location).query)["state"][0]
+        assert urllib.parse.parse_qs(urllib.parse.urlparse(location).query)["code_challenge_method"] == ["S256"]
+        flow = set_cookies(headers)["icegate_oidc"]
+        status, headers, text = raw(server, "GET", f"/ui/oidc/callback/evil?code=x&state={state}",
+                                    {"Cookie": f"icegate_oidc={flow}"})
+        assert status == 401 and "icegate_session" not in set_cookies(headers), text
+        assert "not one it issued" in text
+        # An answer brought back to another issuer's path is refused before any code is redeemed.
+        status, _, _ = raw(server, "GET", f"/ui/oidc/callback/idp?code=x&state={state}", {"Cookie": f"icegate_oidc={flow}"})
+        assert status == 400
+
+        # "Who can access" for the one level `a.b` is not the table of levels `a`, `b`.
+        catalog = admin_catalog(server)
+        catalog.create_namespace(("a.b",))
+        catalog.create_namespace(("a",))
+        catalog.create_namespace(("a", "b"))
+        catalog.create_table(("a.b", "t"), schema=SCHEMA)
+        catalog.create_table(("a", "b", "t"), schema=SCHEMA)
+        principal(server, token, "nested-writer", "nested-writers", "write",
+                  {"type": "table", "warehouse": "default", "namespace": ["a", "b"], "name": "t"})
+        dotted_page = raw(server, "GET", "/ui/table?w=default&ns=a.b&t=t", {"Cookie": f"icegate_session={session}"})[2]
+        nested_page = raw(server, "GET", "/ui/table?w=default&ns=a%1Fb&t=t", {"Cookie": f"icegate_session={session}"})[2]
+        assert "Table &quot;a.b&quot;.t" in dotted_page or 'Table "a.b".t' in dotted_page
+        assert "nested-writer" not in dotted_page.split("Who can access it")[1]
+        assert "nested-writer" in nested_page.split("Who can access it")[1]
+    finally:
+        server.stop()
+        evil.close()

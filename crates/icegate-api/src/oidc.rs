@@ -62,7 +62,8 @@ pub struct OidcIssuerConfig {
     pub name: Option<String>,
     /// The console's sign-in through this issuer (authorization code with PKCE): the client id
     /// registered at the issuer for icegate's console, with the redirect URI
-    /// `<server.public_url>/ui/oidc/callback`. Its access tokens must carry `audience`, as the
+    /// `<server.public_url>/ui/oidc/callback/<name>` (`name` percent-encoded: set it, rather than
+    /// rely on the default, the issuer's host). Its access tokens must carry `audience`, as the
     /// API's do: the console calls the API with them. Unset: no console sign-in here.
     #[serde(default)]
     pub console_client_id: Option<String>,

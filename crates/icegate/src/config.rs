@@ -719,14 +719,14 @@ impl Config {
                 );
             }
         }
-        // The console's sign-in through an issuer comes back to `<public_url>/ui/oidc/callback`:
+        // The console's sign-in through an issuer comes back to `<public_url>/ui/oidc/callback/<name>`:
         // the one address the issuer has registered (never one taken from a request's Host).
         if let Some(issuer) = self.auth.oidc.iter().find(|i| i.console_client_id.is_some())
             && self.server.public_url.is_none()
         {
             bail!(
                 "invalid configuration: auth.oidc console_client_id (issuer {}) needs server.public_url, the \
-                 address the console's sign-in returns to (<public_url>/ui/oidc/callback)",
+                 address the console's sign-in returns to (<public_url>/ui/oidc/callback/<name>)",
                 issuer.issuer
             );
         }

@@ -25,11 +25,9 @@ fn names(value: &Value) -> String {
 
 /// Principals with their client ids and roles; forms to create one, rotate its secret, delete it.
 pub(super) async fn principals(State(console): State<Console>, headers: HeaderMap) -> Response {
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let answer = console.call(session.token.as_deref(), Method::GET, "/management/v1/principals", None).await;
         let body = html! {
-            @if let Some(note) = &note { p.note role="status" { (note) } }
             @if answer.ok() {
                 table.principals {
                     thead { tr { th { "Principal" } th { "Client id" } th { "Roles" } th { "Secret" } th { "Created" } th { "" } } }
@@ -99,7 +97,8 @@ pub(super) async fn principal_action(
     let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
         return not_this_session();
     };
-    let token = session.token.as_deref();
+    let token = session.token.clone();
+    let token = token.as_deref();
     let shown = match form.action.as_str() {
         "create" => {
             let answer = console
@@ -127,6 +126,9 @@ pub(super) async fn principal_action(
             None
         }
     };
+    // The credentials' page says only this (no earlier outcome waiting in the session).
+    let mut session = session;
+    session.notice = None;
     match shown {
         Some((what, answer)) if answer.ok() => page(layout(
             "Principals",
@@ -157,11 +159,9 @@ fn scope_text(scope: &Value) -> String {
 
 /// The campaigns the principal reviews, and a form to start one.
 pub(super) async fn reviews(State(console): State<Console>, headers: HeaderMap) -> Response {
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let answer = console.call(session.token.as_deref(), Method::GET, "/management/v1/access-reviews", None).await;
         let body = html! {
-            @if let Some(note) = &note { p.note role="status" { (note) } }
             @if answer.ok() {
                 table.reviews {
                     thead { tr { th { "Campaign" } th { "Scope" } th { "Description" } th { "Started" } th { "Closed" } } }
@@ -210,8 +210,7 @@ pub(super) async fn review(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let review = q.get("id").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = format!("/management/v1/access-reviews/{}", path_part(&review));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let open = answer.body["closed-at-ms"].is_null();
@@ -220,7 +219,6 @@ pub(super) async fn review(
         } else {
             let s = &answer.body["summary"];
             html! {
-                @if let Some(note) = &note { p.note role="status" { (note) } }
                 p {
                     "Scope: " (scope_text(&answer.body["scope"])) ". "
                     (answer.body["description"].as_str().unwrap_or_default())
@@ -355,4 +353,59 @@ pub(super) async fn review_action(
     };
     console.sessions.notify(&session_id, note);
     harden(Redirect::to(&to).into_response())
+}
+
+#[derive(Deserialize)]
+pub(super) struct RoleForm {
+    csrf: String,
+    action: String,
+    role: String,
+    #[serde(default)]
+    principal: Option<String>,
+    #[serde(default)]
+    confirm: Option<String>,
+}
+
+/// Creates or deletes a role, adds a principal to it or removes one.
+pub(super) async fn role_action(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Form(form): Form<RoleForm>,
+) -> Response {
+    let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
+        return not_this_session();
+    };
+    let role = path_part(&form.role);
+    let member = form.principal.clone().unwrap_or_default();
+    let (method, path, body, done) = match form.action.as_str() {
+        "create" => (
+            Method::POST,
+            "/management/v1/roles".to_owned(),
+            Some(json!({ "name": form.role })),
+            format!("Role {} created.", form.role),
+        ),
+        "delete" if form.confirm.as_deref() == Some("yes") => {
+            (Method::DELETE, format!("/management/v1/roles/{role}"), None, format!("Role {} deleted.", form.role))
+        }
+        "add-member" if !member.is_empty() => (
+            Method::PUT,
+            format!("/management/v1/roles/{role}/principals/{}", path_part(&member)),
+            None,
+            format!("{member} is in {}.", form.role),
+        ),
+        "remove-member" if !member.is_empty() => (
+            Method::DELETE,
+            format!("/management/v1/roles/{role}/principals/{}", path_part(&member)),
+            None,
+            format!("{member} left {}.", form.role),
+        ),
+        _ => {
+            console.sessions.notify(&id, "Nothing done: an incomplete form (tick confirm to delete).".into());
+            return harden(Redirect::to("/ui/access").into_response());
+        }
+    };
+    let answer = console.call(session.token.as_deref(), method, &path, body).await;
+    let note = if answer.ok() { done } else { format!("Not done: {}", answer.message()) };
+    console.sessions.notify(&id, note);
+    harden(Redirect::to("/ui/access").into_response())
 }

@@ -39,6 +39,8 @@ pub struct Console {
     public_url: Option<String>,
     /// For the identity providers' discovery and token endpoints.
     http: reqwest::Client,
+    /// The identity providers' discovery documents, by issuer, with when they were read.
+    discovered: Arc<std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, oidc::Discovered)>>>,
 }
 
 /// The largest console form accepted (a sign-in, an undrop: a few fields).
@@ -81,6 +83,7 @@ impl Console {
             oidc: Arc::new(Vec::new()),
             public_url: None,
             http,
+            discovered: Arc::default(),
         }
     }
 
@@ -161,14 +164,17 @@ pub async fn with_request_id(request: Request, next: axum::middleware::Next) -> 
     }
 }
 
-/// Marks a console answer: its policy, no caching, no sniffing, no framing, no referrer.
+/// Marks a console answer: its policy, no caching, no sniffing, no framing, no referrer to
+/// other sites.
 pub(crate) fn harden(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    // Nothing leaves for another site (a page's address holds names); the console's own forms
+    // carry their origin, which `from_here` checks.
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
     response
 }
 

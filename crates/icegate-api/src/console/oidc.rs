@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use base64::Engine;
@@ -24,14 +24,33 @@ use super::session::{random_token, same};
 use super::{Console, harden, page};
 
 const FLOW_COOKIE: &str = "icegate_oidc";
-const FLOW_PATH: &str = "/ui/oidc";
+/// The longest a session signed in through an issuer lasts (its token's lifetime, if shorter).
+const MAX_SESSION: Duration = Duration::from_secs(12 * 3600);
 /// How long a started sign-in may take at the issuer.
 const FLOW_SECONDS: u64 = 600;
 /// The largest discovery document or token answer read from an issuer.
 const MAX_ISSUER_ANSWER: usize = 256 * 1024;
 
-/// The issuer's discovery document's endpoints, checked to be the configured issuer's.
-async fn endpoints(console: &Console, issuer: &str) -> Result<(String, String), String> {
+/// What the console uses of an issuer's discovery document.
+#[derive(Clone)]
+pub(super) struct Discovered {
+    authorize: String,
+    token: String,
+    /// The issuer names itself in its answers (RFC 9207): an answer without its name is refused.
+    sends_iss: bool,
+}
+
+/// How long a discovery document is reused.
+const DISCOVERY_SECONDS: u64 = 300;
+
+/// The issuer's discovery document (checked to be the configured issuer's), fetched at most
+/// every few minutes.
+async fn discover(console: &Console, issuer: &str) -> Result<Discovered, String> {
+    if let Some((at, found)) = console.discovered.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(issuer)
+        && at.elapsed() < Duration::from_secs(DISCOVERY_SECONDS)
+    {
+        return Ok(found.clone());
+    }
     let url = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
     let document = fetch_json(console.http.get(&url)).await?;
     if document["issuer"].as_str() != Some(issuer) {
@@ -44,7 +63,15 @@ async fn endpoints(console: &Console, issuer: &str) -> Result<(String, String), 
             .map(str::to_owned)
             .ok_or_else(|| format!("the discovery document has no {key}"))
     };
-    Ok((endpoint("authorization_endpoint")?, endpoint("token_endpoint")?))
+    let found = Discovered {
+        authorize: endpoint("authorization_endpoint")?,
+        token: endpoint("token_endpoint")?,
+        sends_iss: document["authorization_response_iss_parameter_supported"] == true,
+    };
+    let mut cache = console.discovered.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // A few issuers are configured: the cache holds one entry each.
+    cache.insert(issuer.to_owned(), (std::time::Instant::now(), found.clone()));
+    Ok(found)
 }
 
 /// An issuer's JSON answer, read up to `MAX_ISSUER_ANSWER` bytes.
@@ -67,8 +94,12 @@ async fn fetch_json(request: reqwest::RequestBuilder) -> Result<Value, String> {
     Ok(value)
 }
 
-fn redirect_uri(console: &Console) -> String {
-    format!("{}/ui/oidc/callback", console.public_url.as_deref().unwrap_or_default().trim_end_matches('/'))
+/// Where issuer `issuer` sends the browser back: a path of its own per issuer, so that an
+/// answer can only come back to the issuer its sign-in went to (no mixing up two issuers).
+pub fn redirect_uri(public_url: &str, issuer: &crate::oidc::OidcIssuerConfig) -> String {
+    let name = percent_encoding::utf8_percent_encode(&issuer.principal_suffix(), percent_encoding::NON_ALPHANUMERIC)
+        .to_string();
+    format!("{}/ui/oidc/callback/{name}", public_url.trim_end_matches('/'))
 }
 
 fn failed(status: StatusCode, why: &str) -> Response {
@@ -92,8 +123,8 @@ pub(super) async fn start(State(console): State<Console>, Query(q): Query<HashMa
     else {
         return failed(StatusCode::NOT_FOUND, "no such identity provider");
     };
-    let (authorize, _) = match endpoints(&console, &issuer.issuer).await {
-        Ok(endpoints) => endpoints,
+    let authorize = match discover(&console, &issuer.issuer).await {
+        Ok(found) => found.authorize,
         Err(why) => return failed(StatusCode::BAD_GATEWAY, &why),
     };
     let state = random_token();
@@ -106,16 +137,13 @@ pub(super) async fn start(State(console): State<Console>, Query(q): Query<HashMa
     url.query_pairs_mut()
         .append_pair("response_type", "code")
         .append_pair("client_id", issuer.console_client_id.as_deref().unwrap_or_default())
-        .append_pair("redirect_uri", &redirect_uri(&console))
+        .append_pair("redirect_uri", &redirect_uri(console.public_url.as_deref().unwrap_or_default(), issuer))
         .append_pair("scope", issuer.console_scopes.as_deref().unwrap_or("openid"))
         .append_pair("state", &state)
         .append_pair("code_challenge", &challenge)
         .append_pair("code_challenge_method", "S256");
     let mut response = harden(Redirect::to(url.as_str()).into_response());
-    let secure = if console.secure_cookies { "; Secure" } else { "" };
-    let flow = format!(
-        "{FLOW_COOKIE}={index}.{state}.{verifier}; Path={FLOW_PATH}; HttpOnly; SameSite=Lax; Max-Age={FLOW_SECONDS}{secure}"
-    );
+    let flow = set_cookie(&console, FLOW_COOKIE, &format!("{index}.{state}.{verifier}"), Some(FLOW_SECONDS), true);
     if let Ok(value) = flow.parse() {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
@@ -126,10 +154,11 @@ pub(super) async fn start(State(console): State<Console>, Query(q): Query<HashMa
 /// (with the verifier) for tokens, the access token's principal asked of the API, a session.
 pub(super) async fn callback(
     State(console): State<Console>,
+    Path(returned_to): Path<String>,
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let flow = cookie(&headers, FLOW_COOKIE).unwrap_or_default();
+    let flow = cookie(&console, &headers, FLOW_COOKIE).unwrap_or_default();
     let mut parts = flow.splitn(3, '.');
     let (Some(index), Some(state), Some(verifier)) = (parts.next(), parts.next(), parts.next()) else {
         return failed(StatusCode::BAD_REQUEST, "this browser did not start a sign-in (or it expired): start again");
@@ -147,20 +176,34 @@ pub(super) async fn callback(
     let Some(issuer) = index.parse::<usize>().ok().and_then(|i| console.oidc.get(i)) else {
         return failed(StatusCode::BAD_REQUEST, "no such identity provider");
     };
-    // RFC 9207: an issuer that names itself in its answer must be the one this sign-in went to
-    // (no mixing up two configured issuers).
-    if q.get("iss").is_some_and(|iss| iss != &issuer.issuer) {
+    // The answer came back to the path of the issuer this sign-in went to.
+    if returned_to != issuer.principal_suffix() {
         return failed(StatusCode::BAD_REQUEST, "the answer comes from another identity provider than the one asked");
     }
-    let token_endpoint = match endpoints(&console, &issuer.issuer).await {
-        Ok((_, token)) => token,
+    let found = match discover(&console, &issuer.issuer).await {
+        Ok(found) => found,
         Err(why) => return failed(StatusCode::BAD_GATEWAY, &why),
     };
+    // RFC 9207: the issuer's name in its answer is this sign-in's issuer (required of an issuer
+    // that says it sends it).
+    match q.get("iss") {
+        Some(iss) if iss != &issuer.issuer => {
+            return failed(
+                StatusCode::BAD_REQUEST,
+                "the answer comes from another identity provider than the one asked",
+            );
+        }
+        None if found.sends_iss => {
+            return failed(StatusCode::BAD_REQUEST, "the identity provider's answer does not name it");
+        }
+        _ => {}
+    }
+    let token_endpoint = found.token;
     let client_id = issuer.console_client_id.clone().unwrap_or_default();
     let mut form = vec![
         ("grant_type", "authorization_code".to_owned()),
         ("code", code.clone()),
-        ("redirect_uri", redirect_uri(&console)),
+        ("redirect_uri", redirect_uri(console.public_url.as_deref().unwrap_or_default(), issuer)),
         ("code_verifier", verifier.to_owned()),
     ];
     let mut request = console.http.post(&token_endpoint);
@@ -177,12 +220,41 @@ pub(super) async fn callback(
     let Some(token) = answer["access_token"].as_str().map(str::to_owned) else {
         return failed(StatusCode::BAD_GATEWAY, "the identity provider sent no access token");
     };
+    // The token must be this issuer's (the API then verifies its signature, audience and
+    // expiry): an issuer cannot hand over a token of another issuer, or one of icegate's own.
+    let claims = token_claims(&token);
+    if claims["iss"].as_str() != Some(issuer.issuer.as_str()) {
+        return failed(
+            StatusCode::UNAUTHORIZED,
+            "the identity provider's access token is not one it issued for icegate",
+        );
+    }
     // The API decides who the token is (or refuses it), as for any caller.
     let whoami = console.call(Some(&token), Method::GET, "/management/v1/whoami", None).await;
     let Some(principal) = whoami.body["principal"].as_str().filter(|_| whoami.ok()).map(str::to_owned) else {
         return failed(StatusCode::UNAUTHORIZED, &format!("icegate refused the issuer's token: {}", whoami.message()));
     };
-    let lifetime = answer["expires_in"].as_u64().map(Duration::from_secs);
+    // As long as the token lasts (by its own expiry and the answer's), at most MAX_SESSION.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // A browser signed in already stays as it is: a sign-in never replaces another principal's
+    // session (an answer planted in the browser by another page cannot swap who it acts as).
+    if let Some(current) = cookie(&console, &headers, SESSION_COOKIE).and_then(|id| console.sessions.get(&id))
+        && current.principal != principal
+    {
+        return failed(
+            StatusCode::CONFLICT,
+            &format!(
+                "this browser is signed in as {} already: sign out first to sign in as {principal}",
+                current.principal
+            ),
+        );
+    }
+    let lifetime = [answer["expires_in"].as_u64(), claims["exp"].as_u64().map(|exp| exp.saturating_sub(now))]
+        .into_iter()
+        .flatten()
+        .chain([MAX_SESSION.as_secs()])
+        .min()
+        .map(Duration::from_secs);
     let Some((id, _)) = console.sessions.open(Some(token), principal, lifetime) else {
         return failed(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -203,14 +275,22 @@ pub(super) async fn callback(
             body { main { p { "Signed in. " a href="/ui" { "Continue to the console" } } } }
         }
     });
-    let secure = if console.secure_cookies { "; Secure" } else { "" };
-    for value in [
-        set_cookie(&console, SESSION_COOKIE, &id, None),
-        format!("{FLOW_COOKIE}=; Path={FLOW_PATH}; HttpOnly; SameSite=Lax; Max-Age=0{secure}"),
-    ] {
+    for value in
+        [set_cookie(&console, SESSION_COOKIE, &id, None, false), set_cookie(&console, FLOW_COOKIE, "", Some(0), true)]
+    {
         if let Ok(value) = value.parse() {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
     }
     response
+}
+
+/// A JWT's claims as it carries them (not verified here: the API verifies the token).
+fn token_claims(token: &str) -> serde_json::Value {
+    token
+        .split('.')
+        .nth(1)
+        .and_then(|payload| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok())
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or(serde_json::Value::Null)
 }

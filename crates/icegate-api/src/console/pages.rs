@@ -32,7 +32,7 @@ pub fn routes(console: Console) -> Router {
         .route("/ui/login", get(login_form).post(login))
         .route("/ui/logout", post(logout))
         .route("/ui/oidc/start", get(oidc::start))
-        .route("/ui/oidc/callback", get(oidc::callback))
+        .route("/ui/oidc/callback/{issuer}", get(oidc::callback))
         .route("/ui/warehouse", get(warehouse))
         .route("/ui/namespace", get(namespace))
         .route("/ui/table", get(table))
@@ -41,6 +41,7 @@ pub fn routes(console: Console) -> Router {
         .route("/ui/tasks", get(tasks))
         .route("/ui/access", get(access))
         .route("/ui/grant", post(grant))
+        .route("/ui/role", post(admin::role_action))
         .route("/ui/audit", get(audit))
         .route("/ui/view", get(view))
         .route("/ui/principals", get(admin::principals).post(admin::principal_action))
@@ -89,17 +90,72 @@ pub(super) fn encode(value: &str) -> String {
     url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
-pub(super) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
-        let (key, value) = pair.trim().split_once('=')?;
-        (key == name).then(|| value.to_owned())
-    })
+/// A console cookie's name: under https with the `__Host-` prefix, which a browser takes only
+/// from this very origin over TLS, for the path `/` (no sibling subdomain can plant one).
+fn cookie_name(console: &Console, base: &str) -> String {
+    if console.secure_cookies { format!("__Host-{base}") } else { base.to_owned() }
 }
 
-pub(super) fn set_cookie(console: &Console, name: &str, value: &str, max_age: Option<u64>) -> String {
+/// A console cookie's value. Two of one name (one planted by another origin on the same site,
+/// for a longer path) are trusted neither.
+pub(super) fn cookie(console: &Console, headers: &HeaderMap, base: &str) -> Option<String> {
+    let name = cookie_name(console, base);
+    let mut found =
+        headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).filter_map(
+            |pair| {
+                let (key, value) = pair.trim().split_once('=')?;
+                (key == name).then(|| value.to_owned())
+            },
+        );
+    let first = found.next()?;
+    found.next().is_none().then_some(first)
+}
+
+/// How a cookie of the console is set: `HttpOnly`, `Secure` and `__Host-` under https. The
+/// session's and the sign-in form's are `SameSite=Strict` for `/ui`; the sign-in flow's through
+/// an identity provider (`flow`) is `SameSite=Lax` for `/ui/oidc`, so that the provider's
+/// redirect back carries it.
+pub(super) fn set_cookie(console: &Console, base: &str, value: &str, max_age: Option<u64>, flow: bool) -> String {
+    let name = cookie_name(console, base);
+    let (path, same_site) = match (console.secure_cookies, flow) {
+        (true, false) => ("/", "Strict"),
+        (true, true) => ("/", "Lax"),
+        (false, false) => ("/ui", "Strict"),
+        (false, true) => ("/ui/oidc", "Lax"),
+    };
     let secure = if console.secure_cookies { "; Secure" } else { "" };
     let age = max_age.map(|s| format!("; Max-Age={s}")).unwrap_or_default();
-    format!("{name}={value}; Path=/ui; HttpOnly; SameSite=Strict{secure}{age}")
+    format!("{name}={value}; Path={path}; HttpOnly; SameSite={same_site}{secure}{age}")
+}
+
+/// Whether a form's request comes from this console's own pages. Browsers say where a request
+/// comes from (`Sec-Fetch-Site`, `Origin`): another origin on the same site (another port, a
+/// sibling subdomain), which `SameSite` lets send cookies, is refused. A client that says
+/// neither is no browser, and carries no visitor's cookies.
+pub(super) fn from_here(console: &Console, headers: &HeaderMap) -> bool {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // What the browser itself says (no page can set it) decides.
+    if let Some(site) = text("sec-fetch-site") {
+        return site == "same-origin";
+    }
+    // A browser without it names the page's origin (the console's pages send their origin to
+    // themselves: `Referrer-Policy: same-origin`).
+    let Some(origin) = text("origin") else {
+        return true;
+    };
+    let authority = |url: &str| {
+        url::Url::parse(url)
+            .ok()
+            .map(|u| (u.scheme().to_owned(), u.host_str().map(str::to_owned), u.port_or_known_default()))
+    };
+    if let Some(public) = console.public_url.as_deref()
+        && authority(public).is_some_and(|p| Some(p) == authority(origin))
+    {
+        return true;
+    }
+    // Without a public URL: the origin names the host the request was sent to.
+    let host = text("host").unwrap_or_default();
+    origin.split_once("://").is_some_and(|(_, rest)| !host.is_empty() && rest == host)
 }
 
 /// The session of a request; with authentication off, one is opened for it.
@@ -110,7 +166,7 @@ enum Visitor {
 }
 
 fn visitor(console: &Console, headers: &HeaderMap) -> Visitor {
-    if let Some(id) = cookie(headers, SESSION_COOKIE)
+    if let Some(id) = cookie(console, headers, SESSION_COOKIE)
         && let Some(session) = console.sessions.get(&id)
     {
         return Visitor::In(id, session);
@@ -126,20 +182,22 @@ fn visitor(console: &Console, headers: &HeaderMap) -> Visitor {
 /// Runs `render` for a signed-in visitor; sends the others to sign in.
 pub(super) async fn signed_in<F, Fut>(console: &Console, headers: &HeaderMap, render: F) -> Response
 where
-    F: FnOnce(String, Session) -> Fut,
+    F: FnOnce(Session) -> Fut,
     Fut: std::future::Future<Output = Markup>,
 {
     match visitor(console, headers) {
         Visitor::In(id, session) => {
-            let markup = render(id.clone(), session).await;
+            let markup = render(session).await;
+            // The notice the page showed (from the session as it was read) is not shown again.
+            console.sessions.take_notice(&id);
             // The API refused the session's token on the way (its principal deleted, its secret
             // rotated): the session is over, sign in again.
             if console.sessions.get(&id).is_none() {
                 return harden(Redirect::to("/ui/login").into_response());
             }
             let mut response = page(markup);
-            if cookie(headers, SESSION_COOKIE).as_deref() != Some(id.as_str())
-                && let Ok(value) = set_cookie(console, SESSION_COOKIE, &id, None).parse()
+            if cookie(console, headers, SESSION_COOKIE).as_deref() != Some(id.as_str())
+                && let Ok(value) = set_cookie(console, SESSION_COOKIE, &id, None, false).parse()
             {
                 response.headers_mut().append(header::SET_COOKIE, value);
             }
@@ -190,7 +248,12 @@ pub(super) fn live_layout(title: &str, session: Option<&Session>, follow: bool, 
                         }
                     }
                 }
-                main { h1 { (title) } (body) }
+                main {
+                    h1 { (title) }
+                    // The outcome of the session's last form, once (whatever page it lands on).
+                    @if let Some(note) = session.and_then(|s| s.notice.as_deref()) { p.note role="status" { (note) } }
+                    (body)
+                }
             }
         }
     }
@@ -205,7 +268,7 @@ async fn style() -> Response {
 }
 
 async fn home(State(console): State<Console>, headers: HeaderMap) -> Response {
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let answer = console.call(session.token.as_deref(), Method::GET, "/management/v1/warehouses", None).await;
         let body = if answer.ok() {
             html! {
@@ -262,15 +325,18 @@ async fn login_form(State(console): State<Console>) -> Response {
         },
     );
     let mut response = page(markup);
-    if let Ok(value) = set_cookie(&console, LOGIN_COOKIE, &nonce, Some(600)).parse() {
+    if let Ok(value) = set_cookie(&console, LOGIN_COOKIE, &nonce, Some(600), false).parse() {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
     response
 }
 
 async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
-    // The sign-in form must be this server's own (no signing a visitor in as someone else).
-    if !cookie(&headers, LOGIN_COOKIE).is_some_and(|nonce| same(&nonce, &form.nonce)) {
+    // The sign-in form must be this server's own, sent from its own page (no signing a visitor
+    // in as someone else, not even from another origin of the same site).
+    if !from_here(&console, &headers)
+        || !cookie(&console, &headers, LOGIN_COOKIE).is_some_and(|nonce| same(&nonce, &form.nonce))
+    {
         return harden((StatusCode::FORBIDDEN, "the sign-in form expired: load it again").into_response());
     }
     let grant = url::form_urlencoded::Serializer::new(String::new())
@@ -307,7 +373,9 @@ async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): F
         );
     };
     let mut response = harden(Redirect::to("/ui").into_response());
-    for value in [set_cookie(&console, SESSION_COOKIE, &id, None), set_cookie(&console, LOGIN_COOKIE, "", Some(0))] {
+    for value in
+        [set_cookie(&console, SESSION_COOKIE, &id, None, false), set_cookie(&console, LOGIN_COOKIE, "", Some(0), false)]
+    {
         if let Ok(value) = value.parse() {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
@@ -322,7 +390,10 @@ struct CsrfForm {
 
 /// The session of a form's request, if its CSRF token is the session's.
 pub(super) fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Option<(String, Session)> {
-    let id = cookie(headers, SESSION_COOKIE)?;
+    if !from_here(console, headers) {
+        return None;
+    }
+    let id = cookie(console, headers, SESSION_COOKIE)?;
     let session = console.sessions.get(&id)?;
     same(&session.csrf, csrf).then_some((id, session))
 }
@@ -333,7 +404,7 @@ async fn logout(State(console): State<Console>, headers: HeaderMap, Form(form): 
     };
     console.sessions.close(&id);
     let mut response = harden(Redirect::to("/ui/login").into_response());
-    if let Ok(value) = set_cookie(&console, SESSION_COOKIE, "", Some(0)).parse() {
+    if let Ok(value) = set_cookie(&console, SESSION_COOKIE, "", Some(0), false).parse() {
         response.headers_mut().append(header::SET_COOKIE, value);
     }
     response
@@ -373,7 +444,7 @@ async fn warehouse(
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let search = q.get("q").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
@@ -444,7 +515,7 @@ async fn namespace(
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
@@ -521,7 +592,7 @@ async fn view(
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
     let name = q.get("v").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
@@ -577,7 +648,7 @@ async fn view(
                 }
             }
         };
-        layout(&format!("View {}", dotted(&[levels.as_slice(), &[name.clone()]].concat())), Some(&session), body)
+        layout(&format!("View {}", dotted(&[levels.as_slice(), std::slice::from_ref(&name)].concat())), Some(&session), body)
     })
     .await
 }
@@ -694,8 +765,7 @@ async fn table(
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
     let name = q.get("t").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
@@ -716,14 +786,14 @@ async fn table(
                             &format!(
                                 "/management/v1/access-reviews/effective?warehouse={}&namespace={}&table={}",
                                 encode(&warehouse),
-                                encode(&levels.join("\u{1f}")),
+                                // A trailing separator: one level holding a dot stays one level.
+                                encode(&format!("{}\u{1f}", levels.join("\u{1f}"))),
                                 encode(&name)
                             ),
                             None,
                         )
                         .await;
                     html! {
-                        @if let Some(note) = &note { p.note role="status" { (note) } }
                         p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
                         p { "Metadata " code { (loaded.body["metadata-location"].as_str().unwrap_or_default()) } }
                         h2 { "Schema " (schema["schema-id"]) }
@@ -802,7 +872,7 @@ async fn table(
                 }
             }
         };
-        layout(&format!("Table {}", dotted(&[levels.as_slice(), &[name.clone()]].concat())), Some(&session), body)
+        layout(&format!("Table {}", dotted(&[levels.as_slice(), std::slice::from_ref(&name)].concat())), Some(&session), body)
     })
     .await
 }
@@ -813,15 +883,13 @@ async fn deleted(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = format!("/management/v1/warehouses/{}/deleted", encode(&warehouse).replace('+', "%20"));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let body = if !answer.ok() {
             refused(&answer)
         } else {
             html! {
-                @if let Some(note) = &note { p.note role="status" { (note) } }
                 table {
                     thead { tr { th { "Table" } th { "Dropped" } th { "By" } th { "Restorable" } th { "" } } }
                     tbody {
@@ -878,7 +946,7 @@ async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): 
 }
 
 async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let answer =
             console.call(session.token.as_deref(), Method::GET, "/management/v1/tasks?pageSize=100", None).await;
         let running = answer.body["tasks"]
@@ -923,8 +991,7 @@ async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
 /// Roles, their members and grants, with forms to grant and revoke (what the principal may
 /// manage: the API decides).
 async fn access(State(console): State<Console>, headers: HeaderMap) -> Response {
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let token = session.token.as_deref();
         let roles = console.call(token, Method::GET, "/management/v1/roles", None).await;
         let body = if !roles.ok() {
@@ -938,14 +1005,45 @@ async fn access(State(console): State<Console>, headers: HeaderMap) -> Response 
                 rows.push((role.clone(), grants.body["grants"].as_array().cloned().unwrap_or_default()));
             }
             html! {
-                @if let Some(note) = &note { p.note role="status" { (note) } }
                 table.roles {
                     thead { tr { th { "Role" } th { "Members" } th { "Grants" } } }
                     tbody {
                         @for (role, grants) in &rows {
                             tr {
-                                td { (role["name"].as_str().unwrap_or_default()) }
-                                td { (role["principals"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")) }
+                                @let role_name = role["name"].as_str().unwrap_or_default();
+                                td {
+                                    (role_name)
+                                    form.inline method="post" action="/ui/role" {
+                                        input type="hidden" name="csrf" value=(session.csrf);
+                                        input type="hidden" name="action" value="delete";
+                                        input type="hidden" name="role" value=(role_name);
+                                        label { input type="checkbox" name="confirm" value="yes" required; " confirm" }
+                                        button type="submit" aria-label={ "Delete role " (role_name) } { "Delete" }
+                                    }
+                                }
+                                td {
+                                    ul {
+                                        @for member in role["principals"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                                            li {
+                                                (member)
+                                                form.inline method="post" action="/ui/role" {
+                                                    input type="hidden" name="csrf" value=(session.csrf);
+                                                    input type="hidden" name="action" value="remove-member";
+                                                    input type="hidden" name="role" value=(role_name);
+                                                    input type="hidden" name="principal" value=(member);
+                                                    button type="submit" aria-label={ "Remove " (member) " from " (role_name) } { "Remove" }
+                                                }
+                                            }
+                                        }
+                                    }
+                                    form.inline method="post" action="/ui/role" {
+                                        input type="hidden" name="csrf" value=(session.csrf);
+                                        input type="hidden" name="action" value="add-member";
+                                        input type="hidden" name="role" value=(role_name);
+                                        input name="principal" aria-label={ "Principal to add to " (role_name) } required;
+                                        button type="submit" aria-label={ "Add to " (role_name) } { "Add" }
+                                    }
+                                }
                                 td {
                                     ul {
                                         @for g in grants {
@@ -968,6 +1066,14 @@ async fn access(State(console): State<Console>, headers: HeaderMap) -> Response 
                             }
                         }
                     }
+                }
+                h2 { "New role" }
+                form.card method="post" action="/ui/role" {
+                    input type="hidden" name="csrf" value=(session.csrf);
+                    input type="hidden" name="action" value="create";
+                    label for="new-role" { "Role name" }
+                    input #new-role name="role" required;
+                    button type="submit" { "Create role" }
                 }
                 h2 { "Grant" }
                 form.card method="post" action="/ui/grant" {
@@ -1067,7 +1173,7 @@ async fn audit(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let mut query = vec!["pageSize=100".to_owned()];
         for key in ["principal", "action", "outcome", "warehouse"] {
             if let Some(value) = q.get(key).filter(|v| !v.is_empty()) {

@@ -46,8 +46,7 @@ pub(super) async fn task(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let task = q.get("id").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = format!("/management/v1/tasks/{}", path_part(&task));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let t = &answer.body;
@@ -56,7 +55,6 @@ pub(super) async fn task(
             refused(&answer)
         } else {
             html! {
-                @if let Some(note) = &note { p.note role="status" { (note) } }
                 dl.task {
                     dt { "Kind" } dd { (t["kind"].as_str().unwrap_or_default()) }
                     dt { "State" } dd.state role="status" { (t["state"].as_str().unwrap_or_default()) }
@@ -112,7 +110,7 @@ pub(super) async fn migrations(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let warehouse = q.get("w").cloned().filter(|w| !w.is_empty());
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = match &warehouse {
             Some(w) => format!("/management/v1/migrations?warehouse={}", encode(w)),
             None => "/management/v1/migrations".to_owned(),
@@ -156,8 +154,7 @@ pub(super) async fn migration(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let run = q.get("id").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |id, session| async move {
-        let note = console.sessions.take_notice(&id);
+    signed_in(&console.clone(), &headers, |session| async move {
         let token = session.token.as_deref();
         let answer = console.call(token, Method::GET, &format!("/management/v1/migrations/{}", path_part(&run)), None).await;
         let m = &answer.body;
@@ -172,7 +169,6 @@ pub(super) async fn migration(
             refused(&answer)
         } else {
             html! {
-                @if let Some(note) = &note { p.note role="status" { (note) } }
                 dl {
                     dt { "State" } dd.state role="status" { (m["state"].as_str().unwrap_or_default()) @if m["dry-run"] == true { " (dry run)" } }
                     dt { "Into" } dd { (m["target-warehouse"].as_str().unwrap_or_default()) }
@@ -268,7 +264,7 @@ pub(super) async fn adoptions(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = format!("/management/v1/warehouses/{}/adoptions", path_part(&warehouse));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let body = if !answer.ok() {
@@ -303,7 +299,7 @@ pub(super) async fn adoption(
 ) -> Response {
     let warehouse = q.get("w").cloned().unwrap_or_default();
     let adoption = q.get("id").cloned().unwrap_or_default();
-    signed_in(&console.clone(), &headers, |_, session| async move {
+    signed_in(&console.clone(), &headers, |session| async move {
         let path = format!("/management/v1/warehouses/{}/adoptions/{}", path_part(&warehouse), path_part(&adoption));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let a = &answer.body;
