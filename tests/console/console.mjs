@@ -95,7 +95,11 @@ async function signInThroughTheIssuer() {
   const flow = attackerCookies.find((c) => c.name === "icegate_oidc");
   await attacker.context.close();
   results.steps.kept_answer = Boolean(kept && flow);
-  await context.addCookies([{ name: "icegate_oidc", value: flow.value, domain: "127.0.0.1", path: "/ui/oidc/callback/idp", httpOnly: true, sameSite: "Lax" }]);
+  // (With a junk session cookie planted beside alice's, for the answer's path.)
+  await context.addCookies([
+    { name: "icegate_oidc", value: flow.value, domain: "127.0.0.1", path: "/ui/oidc/callback/idp", httpOnly: true, sameSite: "Lax" },
+    { name: "icegate_session", value: "junk", domain: "127.0.0.1", path: "/ui/oidc/callback/idp", sameSite: "Lax" },
+  ]);
   const planted = await page.goto(kept);
   results.steps.planted_status = planted.status();
   results.steps.planted_text = await page.locator("main").innerText();

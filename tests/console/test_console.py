@@ -433,6 +433,18 @@ console_client_id = "icegate-console"
         both = raw(server, "GET", "/ui/principals",
                    {"Cookie": f"icegate_session={mallory_session}; icegate_session={session}"})
         assert both[0] == 303 and dict(both[1])["location"] == "/ui/login"
+        # ... and the answer expires that name on the page's path and those above it, so a
+        # planted cookie blocks the page no longer.
+        expired = {v.split(";")[1].strip() for k, v in both[1] if k.lower() == "set-cookie"
+                   and v.startswith("icegate_session=;") and "Max-Age=0" in v}
+        assert {"Path=/ui/principals", "Path=/ui", "Path=/"} <= expired, expired
+        # A sign-in nonce planted for /ui/login beside the form's own blocks no one.
+        _, headers, _ = raw(server, "GET", "/ui/login")
+        nonce = set_cookies(headers)["icegate_login"]
+        form = urllib.parse.urlencode({"nonce": nonce, "client_id": ADMIN_ID, "client_secret": ADMIN_SECRET})
+        status, headers, _ = raw(server, "POST", "/ui/login", {"Content-Type": "application/x-www-form-urlencoded",
+                                 "Cookie": f"icegate_login=planted; icegate_login={nonce}"}, form)
+        assert status == 303 and set_cookies(headers).get("icegate_session")
 
         # The evil issuer's answer: a token that is not its own opens no session.
         status, headers, _ = raw(server, "GET", "/ui/oidc/start?i=0")

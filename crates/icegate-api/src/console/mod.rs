@@ -156,11 +156,67 @@ tokio::task_local! {
     static REQUEST_ID: HeaderValue;
 }
 
-/// Runs a console request with its request id at hand for the API calls it makes.
+/// The console's cookies, as named over http and under https.
+const COOKIE_NAMES: [&str; 6] = [
+    "icegate_session",
+    "icegate_login",
+    "icegate_oidc",
+    "__Host-icegate_session",
+    "__Host-icegate_login",
+    "__Host-icegate_oidc",
+];
+
+/// Runs a console request with its request id at hand for the API calls it makes. A console
+/// cookie the request carries twice was planted by another page for a longer path: the answer
+/// expires that name on the request's path and every path above it (the browser's own cookie
+/// too: sign in again), so a planted cookie blocks nothing for long.
 pub async fn with_request_id(request: Request, next: axum::middleware::Next) -> Response {
-    match request.headers().get(crate::REQUEST_ID_HEADER).cloned() {
+    let planted: Vec<&str> =
+        COOKIE_NAMES.into_iter().filter(|name| pages::cookie_values(request.headers(), name).len() > 1).collect();
+    let path = request.uri().path().to_owned();
+    let mut response = match request.headers().get(crate::REQUEST_ID_HEADER).cloned() {
         Some(id) => REQUEST_ID.scope(id, next.run(request)).await,
         None => next.run(request).await,
+    };
+    if !planted.is_empty() {
+        expire_planted(&mut response, &planted, &path);
+    }
+    response
+}
+
+/// Expires `names` on `path` and every path above it, with and without a trailing `/`, except
+/// where the answer itself sets that cookie.
+fn expire_planted(response: &mut Response, names: &[&str], path: &str) {
+    let set: Vec<String> = response
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(|v| {
+            let name = v.split('=').next().unwrap_or_default();
+            let at = v.split(';').find_map(|a| a.trim().strip_prefix("Path=")).unwrap_or_default();
+            format!("{name} {at}")
+        })
+        .collect();
+    let mut paths = vec!["/".to_owned()];
+    let mut prefix = String::new();
+    for segment in path.split('/').filter(|s| !s.is_empty()).take(8) {
+        prefix.push('/');
+        prefix.push_str(segment);
+        paths.push(prefix.clone());
+        paths.push(format!("{prefix}/"));
+    }
+    for name in names {
+        let host_only = name.starts_with("__Host-");
+        for at in &paths {
+            if (host_only && at != "/") || set.contains(&format!("{name} {at}")) {
+                continue;
+            }
+            let secure = if host_only { "; Secure" } else { "" };
+            if let Ok(value) = format!("{name}=; Path={at}; HttpOnly; Max-Age=0{secure}").parse() {
+                response.headers_mut().append(header::SET_COOKIE, value);
+            }
+        }
     }
 }
 

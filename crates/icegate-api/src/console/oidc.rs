@@ -19,7 +19,7 @@ use maud::{DOCTYPE, html};
 use serde_json::Value;
 use sha2::Digest;
 
-use super::pages::{SESSION_COOKIE, cookie, layout, set_cookie};
+use super::pages::{SESSION_COOKIE, cookies, layout, set_cookie};
 use super::session::{random_token, same};
 use super::{Console, harden, page};
 
@@ -158,14 +158,22 @@ pub(super) async fn callback(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    let flow = cookie(&console, &headers, FLOW_COOKIE).unwrap_or_default();
+    // The flow this answer is for: the browser's flow cookie holding its state (one planted
+    // beside it, for a longer path, neither blocks nor replaces it).
+    let given = q.get("state").cloned().unwrap_or_default();
+    let flows = cookies(&console, &headers, FLOW_COOKIE);
+    let Some(flow) = flows.iter().find(|flow| flow.split('.').nth(1).is_some_and(|state| same(state, &given))) else {
+        let why = if flows.is_empty() {
+            "this browser did not start a sign-in (or it expired): start again"
+        } else {
+            "the answer is not for the sign-in this browser started"
+        };
+        return failed(StatusCode::BAD_REQUEST, why);
+    };
     let mut parts = flow.splitn(3, '.');
-    let (Some(index), Some(state), Some(verifier)) = (parts.next(), parts.next(), parts.next()) else {
+    let (Some(index), Some(_), Some(verifier)) = (parts.next(), parts.next(), parts.next()) else {
         return failed(StatusCode::BAD_REQUEST, "this browser did not start a sign-in (or it expired): start again");
     };
-    if !q.get("state").is_some_and(|given| same(given, state)) {
-        return failed(StatusCode::BAD_REQUEST, "the answer is not for the sign-in this browser started");
-    }
     if let Some(error) = q.get("error") {
         let why = q.get("error_description").map_or_else(|| error.clone(), |d| format!("{error}: {d}"));
         return failed(StatusCode::UNAUTHORIZED, &format!("the identity provider refused: {why}"));
@@ -238,16 +246,16 @@ pub(super) async fn callback(
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     // A browser signed in already stays as it is: a sign-in never replaces another principal's
     // session (an answer planted in the browser by another page cannot swap who it acts as).
-    if let Some(current) = cookie(&console, &headers, SESSION_COOKIE).and_then(|id| console.sessions.get(&id))
-        && current.principal != principal
-    {
+    // Every session cookie the browser sends counts (a planted one beside it hides nothing).
+    let held = cookies(&console, &headers, SESSION_COOKIE);
+    if let Some(current) = held.iter().filter_map(|id| console.sessions.get(id)).find(|s| s.principal != principal) {
         return failed(
             StatusCode::CONFLICT,
-            &format!(
-                "this browser is signed in as {} already: sign out first to sign in as {principal}",
-                current.principal
-            ),
+            &format!("this browser is signed in as {} already: sign out first to sign in as {principal}", current.principal),
         );
+    }
+    if held.len() > 1 {
+        return failed(StatusCode::CONFLICT, "this browser holds two sessions: sign out first");
     }
     let lifetime = [answer["expires_in"].as_u64(), claims["exp"].as_u64().map(|exp| exp.saturating_sub(now))]
         .into_iter()

@@ -99,16 +99,27 @@ fn cookie_name(console: &Console, base: &str) -> String {
 /// A console cookie's value. Two of one name (one planted by another origin on the same site,
 /// for a longer path) are trusted neither.
 pub(super) fn cookie(console: &Console, headers: &HeaderMap, base: &str) -> Option<String> {
-    let name = cookie_name(console, base);
-    let mut found =
-        headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).filter_map(
-            |pair| {
-                let (key, value) = pair.trim().split_once('=')?;
-                (key == name).then(|| value.to_owned())
-            },
-        );
+    let mut found = cookies(console, headers, base).into_iter();
     let first = found.next()?;
     found.next().is_none().then_some(first)
+}
+
+/// Every value the request carries for a console cookie.
+pub(super) fn cookies(console: &Console, headers: &HeaderMap, base: &str) -> Vec<String> {
+    cookie_values(headers, &cookie_name(console, base))
+}
+
+pub(super) fn cookie_values(headers: &HeaderMap, name: &str) -> Vec<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| {
+            let (key, value) = pair.trim().split_once('=')?;
+            (key == name).then(|| value.to_owned())
+        })
+        .collect()
 }
 
 /// How a cookie of the console is set: `HttpOnly`, `Secure` and `__Host-` under https. The
@@ -334,8 +345,10 @@ async fn login_form(State(console): State<Console>) -> Response {
 async fn login(State(console): State<Console>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
     // The sign-in form must be this server's own, sent from its own page (no signing a visitor
     // in as someone else, not even from another origin of the same site).
+    // (Any of the nonces the browser sends: one planted for `/ui/login` blocks no one; the
+    // form's origin is what keeps other pages out.)
     if !from_here(&console, &headers)
-        || !cookie(&console, &headers, LOGIN_COOKIE).is_some_and(|nonce| same(&nonce, &form.nonce))
+        || !cookies(&console, &headers, LOGIN_COOKIE).iter().any(|nonce| same(nonce, &form.nonce))
     {
         return harden((StatusCode::FORBIDDEN, "the sign-in form expired: load it again").into_response());
     }
