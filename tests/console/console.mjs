@@ -104,7 +104,7 @@ async function signInThroughTheIssuer() {
   results.steps.planted_status = planted.status();
   results.steps.planted_text = await page.locator("main").innerText();
   await page.goto(`${url}/ui`);
-  results.steps.after_planted = await page.locator("form.signout").innerText();
+  results.steps.after_planted = `${page.url()} ${await page.locator("body").innerText()}`;
   // An answer for a sign-in this browser did not start (another state) is refused.
   const forged = await page.request.get(`${url}/ui/oidc/callback/idp?code=stolen&state=forged`, { maxRedirects: 0 });
   results.steps.oidc_forged_status = forged.status();

@@ -309,13 +309,15 @@ console_scopes = "openid icegate"
         assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
         assert steps["oidc_forged_status"] == 400 and steps["oidc_foreign_status"] == 400
         # Another origin of the same site cannot sign alice's browser in as mallory: neither with
-        # a planted sign-in nonce (the form's origin is checked) nor a planted flow cookie and a
-        # kept answer (a signed-in browser is never switched to another principal).
+        # a planted sign-in nonce (the form's origin is checked) nor a planted flow cookie, a
+        # junk session cookie and a kept answer (a signed-in browser is never switched).
         assert "not this console's page" in steps["tossed_login_text"] or "expired" in steps["tossed_login_text"], steps["tossed_login_text"]
         assert "Signed in as alice@idp" in steps["after_tossed_login"]
         assert steps["kept_answer"]
         assert steps["planted_status"] == 409 and "signed in as alice@idp already" in steps["planted_text"]
-        assert "Signed in as alice@idp" in steps["after_planted"]
+        # The planted session cookie beside hers made the answer expire both (sign in again):
+        # her browser is signed out, never mallory's.
+        assert steps["after_planted"].startswith(f"{server.uri}/ui/login") and "mallory" not in steps["after_planted"]
         # The console's session acts as the issuer's user: the API provisioned exactly that one.
         names = {p["name"] for p in admin_call(server, admin_token(server), "GET", "/management/v1/principals")["principals"]}
         assert "alice@idp" in names

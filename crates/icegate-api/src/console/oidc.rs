@@ -251,7 +251,10 @@ pub(super) async fn callback(
     if let Some(current) = held.iter().filter_map(|id| console.sessions.get(id)).find(|s| s.principal != principal) {
         return failed(
             StatusCode::CONFLICT,
-            &format!("this browser is signed in as {} already: sign out first to sign in as {principal}", current.principal),
+            &format!(
+                "this browser is signed in as {} already: sign out first to sign in as {principal}",
+                current.principal
+            ),
         );
     }
     if held.len() > 1 {
