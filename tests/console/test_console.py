@@ -256,6 +256,16 @@ def attacker_site(server, mallory):
     return Site(Handler)
 
 
+def start_with_issuer(server, tmp_path, issuer, name, scopes=None):
+    """Starts `server` with the console's sign-in through `issuer` (audience `urn:icegate`)."""
+    scope_line = f'console_scopes = "{scopes}"\n' if scopes else ""
+    (tmp_path / "icegate.toml").write_text(
+        f'[server]\npublic_url = "{server.uri}"\n\n[[auth.oidc]]\nissuer = "{issuer}"\naudience = "urn:icegate"\n'
+        f'name = "{name}"\nconsole_client_id = "icegate-console"\n{scope_line}')
+    server.args = ["--config", str(tmp_path / "icegate.toml")]
+    server.start()
+
+
 def test_signing_in_through_an_identity_provider(tmp_path):
     """The console's sign-in through an OpenID Connect issuer (authorization code with PKCE):
     a real provider (panva's oidc-provider from npm, which requires PKCE and refuses a code
@@ -280,19 +290,7 @@ def test_signing_in_through_an_identity_provider(tmp_path):
             except OSError:
                 assert time.monotonic() < deadline, (tmp_path / "issuer.log").read_text()
                 time.sleep(0.2)
-        (tmp_path / "icegate.toml").write_text(f'''
-[server]
-public_url = "{server.uri}"
-
-[[auth.oidc]]
-issuer = "http://127.0.0.1:{issuer_port}"
-audience = "urn:icegate"
-name = "idp"
-console_client_id = "icegate-console"
-console_scopes = "openid icegate"
-''')
-        server.args = ["--config", str(tmp_path / "icegate.toml")]
-        server.start()
+        start_with_issuer(server, tmp_path, f"http://127.0.0.1:{issuer_port}", "idp", "openid icegate")
         out = tmp_path / "screenshots"
         out.mkdir()
         mallory = admin_call(server, admin_token(server), "POST", "/management/v1/principals", {"name": "mallory"})
@@ -390,18 +388,7 @@ def test_what_the_second_console_attack_round_found_stays_fixed(tmp_path):
 
     evil = Site(Evil)
     server = Server(tmp_path, [], secured_env({}))
-    (tmp_path / "icegate.toml").write_text(f'''
-[server]
-public_url = "{server.uri}"
-
-[[auth.oidc]]
-issuer = "{evil.url.rstrip('/')}"
-audience = "urn:icegate"
-name = "evil"
-console_client_id = "icegate-console"
-''')
-    server.args = ["--config", str(tmp_path / "icegate.toml")]
-    server.start()
+    start_with_issuer(server, tmp_path, evil.url.rstrip("/"), "evil")
     try:
         token = admin_token(server)
         mallory = admin_call(server, token, "POST", "/management/v1/principals", {"name": "mallory"})

@@ -11,7 +11,7 @@ use maud::html;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::pages::{checked, encode, layout, path_part, refused, securable_text, signed_in, when};
+use super::pages::{checked, create_form, encode, layout, path_part, refused, securable_text, signed_in, when};
 use super::{Console, harden, page};
 
 /// A form that is not the session's own (no CSRF token, another session's, a signed-out one).
@@ -65,13 +65,7 @@ pub(super) async fn principals(State(console): State<Console>, headers: HeaderMa
                 (refused(&answer))
             }
             h2 { "New principal" }
-            form.card method="post" action="/ui/principals" {
-                input type="hidden" name="csrf" value=(session.csrf);
-                input type="hidden" name="action" value="create";
-                label for="principal-name" { "Name" }
-                input #principal-name name="name" required;
-                button type="submit" { "Create principal" }
-            }
+            (create_form(&session, "/ui/principals", ("principal-name", "Name", "name"), "Create principal"))
         };
         layout("Principals", Some(&session), body)
     })

@@ -596,6 +596,39 @@ pub(super) fn path_part(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
+/// A schema's fields: id, name, type and whether required.
+fn schema_table(schema: &Value) -> Markup {
+    html! {
+        h2 { "Schema " (schema["schema-id"]) }
+        table {
+            thead { tr { th { "Field id" } th { "Column" } th { "Type" } th { "Required" } } }
+            tbody {
+                @for f in schema["fields"].as_array().into_iter().flatten() {
+                    tr {
+                        td { (f["id"]) }
+                        td { (f["name"].as_str().unwrap_or_default()) }
+                        td { code { (f["type"].as_str().map_or_else(|| f["type"]["type"].as_str().unwrap_or("nested").to_owned(), str::to_owned)) } }
+                        td { (f["required"].as_bool().unwrap_or(false)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A form that creates something named by one field (a principal, a role).
+pub(super) fn create_form(session: &Session, to: &str, (id, label, field): (&str, &str, &str), button: &str) -> Markup {
+    html! {
+        form.card method="post" action=(to) {
+            input type="hidden" name="csrf" value=(session.csrf);
+            input type="hidden" name="action" value="create";
+            label for=(id) { (label) }
+            input id=(id) name=(field) required;
+            button type="submit" { (button) }
+        }
+    }
+}
+
 /// A view: its SQL for each dialect (current version first), its schema and versions.
 async fn view(
     State(console): State<Console>,
@@ -627,20 +660,7 @@ async fn view(
                                 pre { code { (r["sql"].as_str().unwrap_or_default()) } }
                             }
                         }
-                        h2 { "Schema " (schema["schema-id"]) }
-                        table {
-                            thead { tr { th { "Field id" } th { "Column" } th { "Type" } th { "Required" } } }
-                            tbody {
-                                @for f in schema["fields"].as_array().into_iter().flatten() {
-                                    tr {
-                                        td { (f["id"]) }
-                                        td { (f["name"].as_str().unwrap_or_default()) }
-                                        td { code { (f["type"].as_str().map_or_else(|| f["type"]["type"].as_str().unwrap_or("nested").to_owned(), str::to_owned)) } }
-                                        td { (f["required"].as_bool().unwrap_or(false)) }
-                                    }
-                                }
-                            }
-                        }
+                        (schema_table(&schema))
                         h2 { "Versions" }
                         table {
                             thead { tr { th { "Version" } th { "Made" } th { "Dialects" } th { "Default namespace" } } }
@@ -782,7 +802,7 @@ async fn table(
         let body = match prefix(&console, &session, &warehouse).await {
             Err(answer) => refused(&answer),
             Ok(prefix) => {
-                let path = format!("/v1/{prefix}/namespaces/{}/tables/{}", ns_path(&levels), encode(&name).replace('+', "%20"));
+                let path = format!("/v1/{prefix}/namespaces/{}/tables/{}", ns_path(&levels), path_part(&name));
                 let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
                 if !loaded.ok() {
                     refused(&loaded)
@@ -809,20 +829,7 @@ async fn table(
                     html! {
                         p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
                         p { "Metadata " code { (loaded.body["metadata-location"].as_str().unwrap_or_default()) } }
-                        h2 { "Schema " (schema["schema-id"]) }
-                        table {
-                            thead { tr { th { "Field id" } th { "Column" } th { "Type" } th { "Required" } } }
-                            tbody {
-                                @for f in schema["fields"].as_array().into_iter().flatten() {
-                                    tr {
-                                        td { (f["id"]) }
-                                        td { (f["name"].as_str().unwrap_or_default()) }
-                                        td { code { (f["type"].as_str().map_or_else(|| f["type"]["type"].as_str().unwrap_or("nested").to_owned(), str::to_owned)) } }
-                                        td { (f["required"].as_bool().unwrap_or(false)) }
-                                    }
-                                }
-                            }
-                        }
+                        (schema_table(&schema))
                         h2 { "Partition spec " (spec["spec-id"]) }
                         @if spec["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unpartitioned" } }
                         ul { @for f in spec["fields"].as_array().into_iter().flatten() { li { (f["name"].as_str().unwrap_or_default()) ": " code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) } } }
@@ -1081,13 +1088,7 @@ async fn access(State(console): State<Console>, headers: HeaderMap) -> Response 
                     }
                 }
                 h2 { "New role" }
-                form.card method="post" action="/ui/role" {
-                    input type="hidden" name="csrf" value=(session.csrf);
-                    input type="hidden" name="action" value="create";
-                    label for="new-role" { "Role name" }
-                    input #new-role name="role" required;
-                    button type="submit" { "Create role" }
-                }
+                (create_form(&session, "/ui/role", ("new-role", "Role name", "role"), "Create role"))
                 h2 { "Grant" }
                 form.card method="post" action="/ui/grant" {
                     input type="hidden" name="csrf" value=(session.csrf);
