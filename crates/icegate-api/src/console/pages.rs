@@ -629,6 +629,20 @@ pub(super) fn create_form(session: &Session, to: &str, (id, label, field): (&str
     }
 }
 
+/// A table or view (`kind`: `tables` or `views`) as the API loads it for the session.
+async fn load(
+    console: &Console,
+    session: &Session,
+    (warehouse, levels): (&str, &[String]),
+    kind: &str,
+    name: &str,
+) -> Result<Value, super::Answer> {
+    let prefix = prefix(console, session, warehouse).await?;
+    let path = format!("/v1/{prefix}/namespaces/{}/{kind}/{}", ns_path(levels), path_part(name));
+    let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+    if loaded.ok() { Ok(loaded.body) } else { Err(loaded) }
+}
+
 /// A view: its SQL for each dialect (current version first), its schema and versions.
 async fn view(
     State(console): State<Console>,
@@ -639,45 +653,39 @@ async fn view(
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
     let name = q.get("v").cloned().unwrap_or_default();
     signed_in(&console.clone(), &headers, |session| async move {
-        let body = match prefix(&console, &session, &warehouse).await {
+        let body = match load(&console, &session, (&warehouse, &levels), "views", &name).await {
             Err(answer) => refused(&answer),
-            Ok(prefix) => {
-                let path = format!("/v1/{prefix}/namespaces/{}/views/{}", ns_path(&levels), path_part(&name));
-                let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
-                if !loaded.ok() {
-                    refused(&loaded)
-                } else {
-                    let m = &loaded.body["metadata"];
-                    let versions: Vec<Value> = m["versions"].as_array().cloned().unwrap_or_default();
-                    let current = versions.iter().find(|v| v["version-id"] == m["current-version-id"]).cloned().unwrap_or(Value::Null);
-                    let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == current["schema-id"]).cloned().unwrap_or(Value::Null);
-                    html! {
-                        p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
-                        h2 { "SQL (version " (current["version-id"]) ")" }
-                        @for r in current["representations"].as_array().into_iter().flatten() {
-                            section.sql {
-                                h3 { (r["dialect"].as_str().unwrap_or("unknown dialect")) }
-                                pre { code { (r["sql"].as_str().unwrap_or_default()) } }
-                            }
+            Ok(loaded) => {
+                let m = &loaded["metadata"];
+                let versions: Vec<Value> = m["versions"].as_array().cloned().unwrap_or_default();
+                let current = versions.iter().find(|v| v["version-id"] == m["current-version-id"]).cloned().unwrap_or(Value::Null);
+                let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == current["schema-id"]).cloned().unwrap_or(Value::Null);
+                html! {
+                    p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
+                    h2 { "SQL (version " (current["version-id"]) ")" }
+                    @for r in current["representations"].as_array().into_iter().flatten() {
+                        section.sql {
+                            h3 { (r["dialect"].as_str().unwrap_or("unknown dialect")) }
+                            pre { code { (r["sql"].as_str().unwrap_or_default()) } }
                         }
-                        (schema_table(&schema))
-                        h2 { "Versions" }
-                        table {
-                            thead { tr { th { "Version" } th { "Made" } th { "Dialects" } th { "Default namespace" } } }
-                            tbody {
-                                @for v in versions.iter().rev() {
-                                    tr {
-                                        td { (v["version-id"]) }
-                                        td { (when(&v["timestamp-ms"])) }
-                                        td { (v["representations"].as_array().into_iter().flatten().filter_map(|r| r["dialect"].as_str()).collect::<Vec<_>>().join(", ")) }
-                                        td { (dotted(&v["default-namespace"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>())) }
-                                    }
+                    }
+                    (schema_table(&schema))
+                    h2 { "Versions" }
+                    table {
+                        thead { tr { th { "Version" } th { "Made" } th { "Dialects" } th { "Default namespace" } } }
+                        tbody {
+                            @for v in versions.iter().rev() {
+                                tr {
+                                    td { (v["version-id"]) }
+                                    td { (when(&v["timestamp-ms"])) }
+                                    td { (v["representations"].as_array().into_iter().flatten().filter_map(|r| r["dialect"].as_str()).collect::<Vec<_>>().join(", ")) }
+                                    td { (dotted(&v["default-namespace"].as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>())) }
                                 }
                             }
                         }
-                        h2 { "Properties" }
-                        (properties(&m["properties"]))
                     }
+                    h2 { "Properties" }
+                    (properties(&m["properties"]))
                 }
             }
         };
@@ -799,96 +807,90 @@ async fn table(
     let levels = levels_of(q.get("ns").map(String::as_str).unwrap_or_default());
     let name = q.get("t").cloned().unwrap_or_default();
     signed_in(&console.clone(), &headers, |session| async move {
-        let body = match prefix(&console, &session, &warehouse).await {
+        let body = match load(&console, &session, (&warehouse, &levels), "tables", &name).await {
             Err(answer) => refused(&answer),
-            Ok(prefix) => {
-                let path = format!("/v1/{prefix}/namespaces/{}/tables/{}", ns_path(&levels), path_part(&name));
-                let loaded = console.call(session.token.as_deref(), Method::GET, &path, None).await;
-                if !loaded.ok() {
-                    refused(&loaded)
-                } else {
-                    let m = &loaded.body["metadata"];
-                    let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == m["current-schema-id"]).cloned().unwrap_or(Value::Null);
-                    let spec = m["partition-specs"].as_array().into_iter().flatten().find(|s| s["spec-id"] == m["default-spec-id"]).cloned().unwrap_or(Value::Null);
-                    let order = m["sort-orders"].as_array().into_iter().flatten().find(|s| s["order-id"] == m["default-sort-order-id"]).cloned().unwrap_or(Value::Null);
-                    let snapshots: Vec<Value> = m["snapshots"].as_array().cloned().unwrap_or_default();
-                    let who = console
-                        .call(
-                            session.token.as_deref(),
-                            Method::GET,
-                            &format!(
-                                "/management/v1/access-reviews/effective?warehouse={}&namespace={}&table={}",
-                                encode(&warehouse),
-                                // A trailing separator: one level holding a dot stays one level.
-                                encode(&format!("{}\u{1f}", levels.join("\u{1f}"))),
-                                encode(&name)
-                            ),
-                            None,
-                        )
-                        .await;
-                    html! {
-                        p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
-                        p { "Metadata " code { (loaded.body["metadata-location"].as_str().unwrap_or_default()) } }
-                        (schema_table(&schema))
-                        h2 { "Partition spec " (spec["spec-id"]) }
-                        @if spec["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unpartitioned" } }
-                        ul { @for f in spec["fields"].as_array().into_iter().flatten() { li { (f["name"].as_str().unwrap_or_default()) ": " code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) } } }
-                        h2 { "Sort order" }
-                        @if order["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unsorted" } }
-                        ul { @for f in order["fields"].as_array().into_iter().flatten() { li { code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) " " (f["direction"].as_str().unwrap_or_default()) } } }
-                        h2 { "Snapshots" }
-                        (timeline(&snapshots))
-                        table.snapshots {
-                            thead { tr { th { "Snapshot" } th { "Committed" } th { "Operation" } th { "Records" } th { "Files" } th { "Size (bytes)" } } }
-                            tbody {
-                                @for s in &snapshots {
-                                    tr {
-                                        td { (s["snapshot-id"]) }
-                                        td { (when(&s["timestamp-ms"])) }
-                                        td { (s["summary"]["operation"].as_str().unwrap_or("-")) }
-                                        td { (s["summary"]["total-records"].as_str().unwrap_or("-")) }
-                                        td { (s["summary"]["total-data-files"].as_str().unwrap_or("-")) }
-                                        td { (s["summary"]["total-files-size"].as_str().unwrap_or("-")) }
-                                    }
+            Ok(loaded) => {
+                let m = &loaded["metadata"];
+                let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == m["current-schema-id"]).cloned().unwrap_or(Value::Null);
+                let spec = m["partition-specs"].as_array().into_iter().flatten().find(|s| s["spec-id"] == m["default-spec-id"]).cloned().unwrap_or(Value::Null);
+                let order = m["sort-orders"].as_array().into_iter().flatten().find(|s| s["order-id"] == m["default-sort-order-id"]).cloned().unwrap_or(Value::Null);
+                let snapshots: Vec<Value> = m["snapshots"].as_array().cloned().unwrap_or_default();
+                let who = console
+                    .call(
+                        session.token.as_deref(),
+                        Method::GET,
+                        &format!(
+                            "/management/v1/access-reviews/effective?warehouse={}&namespace={}&table={}",
+                            encode(&warehouse),
+                            // A trailing separator: one level holding a dot stays one level.
+                            encode(&format!("{}\u{1f}", levels.join("\u{1f}"))),
+                            encode(&name)
+                        ),
+                        None,
+                    )
+                    .await;
+                html! {
+                    p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
+                    p { "Metadata " code { (loaded["metadata-location"].as_str().unwrap_or_default()) } }
+                    (schema_table(&schema))
+                    h2 { "Partition spec " (spec["spec-id"]) }
+                    @if spec["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unpartitioned" } }
+                    ul { @for f in spec["fields"].as_array().into_iter().flatten() { li { (f["name"].as_str().unwrap_or_default()) ": " code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) } } }
+                    h2 { "Sort order" }
+                    @if order["fields"].as_array().is_none_or(Vec::is_empty) { p { "Unsorted" } }
+                    ul { @for f in order["fields"].as_array().into_iter().flatten() { li { code { (f["transform"].as_str().unwrap_or_default()) } " of field " (f["source-id"]) " " (f["direction"].as_str().unwrap_or_default()) } } }
+                    h2 { "Snapshots" }
+                    (timeline(&snapshots))
+                    table.snapshots {
+                        thead { tr { th { "Snapshot" } th { "Committed" } th { "Operation" } th { "Records" } th { "Files" } th { "Size (bytes)" } } }
+                        tbody {
+                            @for s in &snapshots {
+                                tr {
+                                    td { (s["snapshot-id"]) }
+                                    td { (when(&s["timestamp-ms"])) }
+                                    td { (s["summary"]["operation"].as_str().unwrap_or("-")) }
+                                    td { (s["summary"]["total-records"].as_str().unwrap_or("-")) }
+                                    td { (s["summary"]["total-data-files"].as_str().unwrap_or("-")) }
+                                    td { (s["summary"]["total-files-size"].as_str().unwrap_or("-")) }
                                 }
                             }
                         }
-                        h2 { "Refs" }
-                        ul { @for (r, v) in m["refs"].as_object().into_iter().flatten() { li { (r) " (" (v["type"].as_str().unwrap_or_default()) "): " (v["snapshot-id"]) } } }
-                        h2 { "Properties" }
-                        (properties(&m["properties"]))
-                        h2 { "Metadata log" }
-                        ol { @for e in m["metadata-log"].as_array().into_iter().flatten() { li { code { (e["metadata-file"].as_str().unwrap_or_default()) } " at " (when(&e["timestamp-ms"])) } } }
-                        h2 { "Who can access it" }
-                        @if who.ok() {
-                            table.access {
-                                thead { tr { th { "Principal" } th { "Privilege" } th { "Via role" } th { "Granted on" } th { "Relation" } } }
-                                tbody {
-                                    @for l in who.body["lines"].as_array().into_iter().flatten() {
-                                        tr {
-                                            td { (l["principal"].as_str().unwrap_or_default()) }
-                                            td { (l["privilege"].as_str().unwrap_or_default()) }
-                                            td { (l["role"].as_str().unwrap_or_default()) }
-                                            td { (l["securable"]["type"].as_str().unwrap_or_default()) " " (l["securable"]["name"].as_str().or_else(|| l["securable"]["warehouse"].as_str()).unwrap_or_default()) }
-                                            td { (l["relation"].as_str().unwrap_or_default()) }
-                                        }
-                                    }
-                                }
-                            }
-                        } @else {
-                            p.muted { "Not shown: " (who.message()) }
-                        }
-                        h2 { "Maintenance" }
-                        form.inline method="post" action="/ui/maintenance" {
-                            input type="hidden" name="csrf" value=(session.csrf);
-                            input type="hidden" name="w" value=(warehouse);
-                            input type="hidden" name="ns" value=(levels.join("\u{1f}"));
-                            input type="hidden" name="t" value=(name);
-                            button type="submit" name="action" value="expire-snapshots" { "Expire snapshots now" }
-                            button type="submit" name="action" value="remove-orphans" { "Remove orphan files now" }
-                        }
-                        p.muted { "Each runs as a task, by the table's own settings; its page follows it." }
                     }
+                    h2 { "Refs" }
+                    ul { @for (r, v) in m["refs"].as_object().into_iter().flatten() { li { (r) " (" (v["type"].as_str().unwrap_or_default()) "): " (v["snapshot-id"]) } } }
+                    h2 { "Properties" }
+                    (properties(&m["properties"]))
+                    h2 { "Metadata log" }
+                    ol { @for e in m["metadata-log"].as_array().into_iter().flatten() { li { code { (e["metadata-file"].as_str().unwrap_or_default()) } " at " (when(&e["timestamp-ms"])) } } }
+                    h2 { "Who can access it" }
+                    @if who.ok() {
+                        table.access {
+                            thead { tr { th { "Principal" } th { "Privilege" } th { "Via role" } th { "Granted on" } th { "Relation" } } }
+                            tbody {
+                                @for l in who.body["lines"].as_array().into_iter().flatten() {
+                                    tr {
+                                        td { (l["principal"].as_str().unwrap_or_default()) }
+                                        td { (l["privilege"].as_str().unwrap_or_default()) }
+                                        td { (l["role"].as_str().unwrap_or_default()) }
+                                        td { (l["securable"]["type"].as_str().unwrap_or_default()) " " (l["securable"]["name"].as_str().or_else(|| l["securable"]["warehouse"].as_str()).unwrap_or_default()) }
+                                        td { (l["relation"].as_str().unwrap_or_default()) }
+                                    }
+                                }
+                            }
+                        }
+                    } @else {
+                        p.muted { "Not shown: " (who.message()) }
+                    }
+                    h2 { "Maintenance" }
+                    form.inline method="post" action="/ui/maintenance" {
+                        input type="hidden" name="csrf" value=(session.csrf);
+                        input type="hidden" name="w" value=(warehouse);
+                        input type="hidden" name="ns" value=(levels.join("\u{1f}"));
+                        input type="hidden" name="t" value=(name);
+                        button type="submit" name="action" value="expire-snapshots" { "Expire snapshots now" }
+                        button type="submit" name="action" value="remove-orphans" { "Remove orphan files now" }
+                    }
+                    p.muted { "Each runs as a task, by the table's own settings; its page follows it." }
                 }
             }
         };
