@@ -308,7 +308,19 @@ async function everything() {
   await page.waitForURL(/\/ui\/migration\?id=/);
   results.steps.rollback_note = await page.locator("p.note").innerText();
 
-  // Tasks, with their progress.
+  // Pages at a phone's width: nothing wider than the screen (tables scroll in themselves).
+  await page.setViewportSize({ width: 390, height: 800 });
+  results.steps.phone_pages = {};
+  for (const path of ["/ui/principals", "/ui/access", "/ui/reviews", "/ui/tasks", `/ui/migration?id=${params.migration}`,
+                      "/ui/warehouse?w=default", "/ui/audit"]) {
+    await page.goto(`${url}${path}`);
+    results.steps.phone_pages[path] = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+
+  // Tasks, with their progress, filtered by kind.
+  await page.goto(`${url}/ui/tasks?kind=expire-snapshots`);
+  results.steps.filtered_kinds = await page.locator("main table tbody td:nth-child(2)").allTextContents();
   await page.goto(`${url}/ui/tasks`);
   await shot(page, "tasks");
   results.steps.tasks_text = await page.locator("main").innerText();

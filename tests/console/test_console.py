@@ -161,6 +161,8 @@ def test_the_console_in_a_real_browser(tmp_path):
         assert steps["forged_status"] == 403
         assert steps["after_signout_status"] in (302, 303, 307)
         assert steps["phone_overflow"] <= 1
+        assert all(overflow <= 1 for overflow in steps["phone_pages"].values()), steps["phone_pages"]
+        assert steps["filtered_kinds"] and set(steps["filtered_kinds"]) == {"expire-snapshots"}
         # The narrow principal sees its table, and no trace of the rest.
         assert steps["narrow_namespaces"] == ["sales"]
         assert steps["narrow_search"] == []

@@ -511,6 +511,8 @@ async fn warehouse(
                         a href={ "/ui/adoptions?w=" (encode(&warehouse)) } { "Adoptions into " (warehouse) }
                         " · "
                         a href={ "/ui/migrations?w=" (encode(&warehouse)) } { "Migrations into " (warehouse) }
+                        " · "
+                        a href={ "/ui/tasks?w=" (encode(&warehouse)) } { "Tasks of " (warehouse) }
                     }
                     (storage_view)
                 }
@@ -967,19 +969,49 @@ async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): 
     harden(Redirect::to(&format!("/ui/deleted?w={}", encode(&form.w))).into_response())
 }
 
-async fn tasks(State(console): State<Console>, headers: HeaderMap) -> Response {
+/// Background tasks, newest first, filtered by warehouse (its admins must name theirs), kind
+/// and state; followed while one is going.
+async fn tasks(
+    State(console): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     signed_in(&console.clone(), &headers, |session| async move {
-        let answer =
-            console.call(session.token.as_deref(), Method::GET, "/management/v1/tasks?pageSize=100", None).await;
+        let field = |key: &str| q.get(key).cloned().unwrap_or_default();
+        let mut query = vec!["pageSize=100".to_owned()];
+        for (key, param) in [("w", "warehouse"), ("kind", "kind"), ("state", "state")] {
+            if let Some(value) = q.get(key).filter(|v| !v.is_empty()) {
+                query.push(format!("{param}={}", encode(value)));
+            }
+        }
+        let path = format!("/management/v1/tasks?{}", query.join("&"));
+        let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
+        let filters = html! {
+            form.search method="get" action="/ui/tasks" {
+                label for="t-warehouse" { "Warehouse" } input #t-warehouse name="w" value=(field("w"));
+                label for="t-kind" { "Kind" } input #t-kind name="kind" value=(field("kind"));
+                label for="t-state" { "State" }
+                select #t-state name="state" {
+                    option value="" { "any" }
+                    @for st in ["queued", "running", "done", "failed", "cancelled"] { option selected[field("state") == st] { (st) } }
+                }
+                button type="submit" { "Filter" }
+            }
+        };
         let running = answer.body["tasks"]
             .as_array()
             .into_iter()
             .flatten()
             .any(|t| matches!(t["state"].as_str(), Some("queued" | "running")));
         let body = if !answer.ok() {
-            refused(&answer)
+            html! {
+                (filters)
+                (refused(&answer))
+                p.muted { "Admins of a warehouse see its tasks: name it above." }
+            }
         } else {
             html! {
+                (filters)
                 @if running { p.muted role="status" { "Work in progress: this page follows it." } }
                 table {
                     thead { tr { th { "Task" } th { "Kind" } th { "State" } th { "Progress" } th { "Reason" } } }
