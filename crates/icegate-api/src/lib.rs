@@ -174,7 +174,7 @@ pub fn app(catalog: Catalog, security: authn::Security, metrics: Arc<Metrics>, o
     console::Console::new(api.clone(), secure_cookies, console_open)
         .with_oidc(console_issuers, public_url)
         .pages()
-        .layer(axum::middleware::from_fn(console::with_request_id))
+        .layer(axum::middleware::from_fn(console::each_request))
         .layer(RequestBodyLimitLayer::new(console::MAX_FORM_BYTES))
         .layer(DefaultBodyLimit::max(console::MAX_FORM_BYTES))
         .layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, options.request_timeout))

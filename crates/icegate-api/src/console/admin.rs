@@ -5,19 +5,16 @@
 use std::collections::HashMap;
 
 use axum::extract::{Form, Query, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::html;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::pages::{checked, create_form, encode, layout, path_part, refused, securable_text, signed_in, when};
+use super::pages::{
+    checked, create_form, encode, layout, not_this_session, path_part, refused, securable_text, signed_in, when,
+};
 use super::{Console, harden, page};
-
-/// A form that is not the session's own (no CSRF token, another session's, a signed-out one).
-pub(super) fn not_this_session() -> Response {
-    harden((StatusCode::FORBIDDEN, "not this session's form: load the page again").into_response())
-}
 
 fn names(value: &Value) -> String {
     value.as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")

@@ -170,7 +170,7 @@ const COOKIE_NAMES: [&str; 6] = [
 /// cookie the request carries twice was planted by another page for a longer path: the answer
 /// expires that name on the request's path and every path above it (the browser's own cookie
 /// too: sign in again), so a planted cookie blocks nothing for long.
-pub async fn with_request_id(request: Request, next: axum::middleware::Next) -> Response {
+pub async fn each_request(request: Request, next: axum::middleware::Next) -> Response {
     let planted: Vec<&str> =
         COOKIE_NAMES.into_iter().filter(|name| pages::cookie_values(request.headers(), name).len() > 1).collect();
     let path = request.uri().path().to_owned();

@@ -230,7 +230,7 @@ pub(super) async fn callback(
     };
     // The token must be this issuer's (the API then verifies its signature, audience and
     // expiry): an issuer cannot hand over a token of another issuer, or one of icegate's own.
-    let claims = token_claims(&token);
+    let claims = crate::oidc::unverified_claims(&token).unwrap_or(serde_json::Value::Null);
     if claims["iss"].as_str() != Some(issuer.issuer.as_str()) {
         return failed(
             StatusCode::UNAUTHORIZED,
@@ -294,14 +294,4 @@ pub(super) async fn callback(
         }
     }
     response
-}
-
-/// A JWT's claims as it carries them (not verified here: the API verifies the token).
-fn token_claims(token: &str) -> serde_json::Value {
-    token
-        .split('.')
-        .nth(1)
-        .and_then(|payload| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok())
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .unwrap_or(serde_json::Value::Null)
 }

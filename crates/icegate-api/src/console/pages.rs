@@ -401,6 +401,12 @@ struct CsrfForm {
     csrf: String,
 }
 
+/// A form that is not the session's own (no CSRF token, another session's, a signed-out one,
+/// another origin's).
+pub(super) fn not_this_session() -> Response {
+    harden((StatusCode::FORBIDDEN, "not this session's form: load the page again").into_response())
+}
+
 /// The session of a form's request, if its CSRF token is the session's.
 pub(super) fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Option<(String, Session)> {
     if !from_here(console, headers) {
@@ -413,7 +419,7 @@ pub(super) fn checked(console: &Console, headers: &HeaderMap, csrf: &str) -> Opt
 
 async fn logout(State(console): State<Console>, headers: HeaderMap, Form(form): Form<CsrfForm>) -> Response {
     let Some((id, _)) = checked(&console, &headers, &form.csrf) else {
-        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+        return not_this_session();
     };
     console.sessions.close(&id);
     let mut response = harden(Redirect::to("/ui/login").into_response());
@@ -598,6 +604,11 @@ pub(super) fn path_part(value: &str) -> String {
     percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
+/// The element of a metadata list (schemas, specs, sort orders, versions) whose `key` is `id`.
+fn by_id(list: &Value, key: &str, id: &Value) -> Value {
+    list.as_array().into_iter().flatten().find(|item| &item[key] == id).cloned().unwrap_or(Value::Null)
+}
+
 /// A schema's fields: id, name, type and whether required.
 fn schema_table(schema: &Value) -> Markup {
     html! {
@@ -660,8 +671,8 @@ async fn view(
             Ok(loaded) => {
                 let m = &loaded["metadata"];
                 let versions: Vec<Value> = m["versions"].as_array().cloned().unwrap_or_default();
-                let current = versions.iter().find(|v| v["version-id"] == m["current-version-id"]).cloned().unwrap_or(Value::Null);
-                let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == current["schema-id"]).cloned().unwrap_or(Value::Null);
+                let current = by_id(&m["versions"], "version-id", &m["current-version-id"]);
+                let schema = by_id(&m["schemas"], "schema-id", &current["schema-id"]);
                 html! {
                     p { "Location " code { (m["location"].as_str().unwrap_or_default()) } }
                     h2 { "SQL (version " (current["version-id"]) ")" }
@@ -813,9 +824,9 @@ async fn table(
             Err(answer) => refused(&answer),
             Ok(loaded) => {
                 let m = &loaded["metadata"];
-                let schema = m["schemas"].as_array().into_iter().flatten().find(|s| s["schema-id"] == m["current-schema-id"]).cloned().unwrap_or(Value::Null);
-                let spec = m["partition-specs"].as_array().into_iter().flatten().find(|s| s["spec-id"] == m["default-spec-id"]).cloned().unwrap_or(Value::Null);
-                let order = m["sort-orders"].as_array().into_iter().flatten().find(|s| s["order-id"] == m["default-sort-order-id"]).cloned().unwrap_or(Value::Null);
+                let schema = by_id(&m["schemas"], "schema-id", &m["current-schema-id"]);
+                let spec = by_id(&m["partition-specs"], "spec-id", &m["default-spec-id"]);
+                let order = by_id(&m["sort-orders"], "order-id", &m["default-sort-order-id"]);
                 let snapshots: Vec<Value> = m["snapshots"].as_array().cloned().unwrap_or_default();
                 let who = console
                     .call(
@@ -958,7 +969,7 @@ struct UndropForm {
 
 async fn undrop(State(console): State<Console>, headers: HeaderMap, Form(form): Form<UndropForm>) -> Response {
     let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
-        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+        return not_this_session();
     };
     let body = json!({ "namespace": levels_of(&form.ns), "name": form.name, "id": form.id });
     let path = format!("/management/v1/warehouses/{}/undrop", encode(&form.w).replace('+', "%20"));
@@ -1017,19 +1028,12 @@ async fn tasks(
                     thead { tr { th { "Task" } th { "Kind" } th { "State" } th { "Progress" } th { "Reason" } } }
                     tbody {
                         @for t in answer.body["tasks"].as_array().into_iter().flatten() {
-                            @let done = t["progress"]["done"].as_i64().unwrap_or(0);
-                            @let total = t["progress"]["total"].as_i64();
                             tr {
                                 @let task = t["id"].as_str().unwrap_or_default();
                                 td { a href={ "/ui/task?id=" (encode(task)) } { code { (task) } } }
                                 td { (t["kind"].as_str().unwrap_or_default()) }
                                 td.state { (t["state"].as_str().unwrap_or_default()) }
-                                td {
-                                    @if let Some(total) = total {
-                                        progress value=(done) max=(total.max(1)) { (done) "/" (total) }
-                                        " " (done) "/" (total)
-                                    } @else { (done) }
-                                }
+                                td { (work::progress(t)) }
                                 td { (t["reason"].as_str().unwrap_or_default()) }
                             }
                         }
@@ -1175,7 +1179,7 @@ struct GrantForm {
 
 async fn grant(State(console): State<Console>, headers: HeaderMap, Form(form): Form<GrantForm>) -> Response {
     let Some((id, session)) = checked(&console, &headers, &form.csrf) else {
-        return harden((StatusCode::FORBIDDEN, "not this session's form").into_response());
+        return not_this_session();
     };
     let securable = match (form.action.as_str(), &form.securable, &form.on, &form.kind) {
         ("revoke", Some(text), _, _) => serde_json::from_str::<Value>(text).ok(),

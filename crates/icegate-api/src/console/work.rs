@@ -12,8 +12,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::admin::not_this_session;
-use super::pages::{checked, encode, levels_of, live_layout, path_part, refused, signed_in, when};
+use super::pages::{checked, encode, levels_of, live_layout, not_this_session, path_part, refused, signed_in, when};
 use super::{Console, harden};
 
 fn running(state: &Value) -> bool {
@@ -21,7 +20,7 @@ fn running(state: &Value) -> bool {
 }
 
 /// A task's progress: a bar when its total is known, else its count.
-fn progress(task: &Value) -> Markup {
+pub(super) fn progress(task: &Value) -> Markup {
     let done = task["progress"]["done"].as_i64().unwrap_or(0);
     let bytes = task["progress"]["bytes"].as_i64().unwrap_or(0);
     html! {
