@@ -1009,11 +1009,7 @@ async fn tasks(
                 button type="submit" { "Filter" }
             }
         };
-        let running = answer.body["tasks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|t| matches!(t["state"].as_str(), Some("queued" | "running")));
+        let running = answer.body["tasks"].as_array().into_iter().flatten().any(work::in_progress);
         let body = if !answer.ok() {
             html! {
                 (filters)

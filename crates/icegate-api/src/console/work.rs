@@ -15,8 +15,15 @@ use serde_json::Value;
 use super::pages::{checked, encode, levels_of, live_layout, not_this_session, path_part, refused, signed_in, when};
 use super::{Console, harden};
 
-fn running(state: &Value) -> bool {
-    matches!(state.as_str(), Some("queued" | "running"))
+/// Whether a task's work is going: it runs, or it is queued and due (a recurring sweep queued
+/// for later is not followed, or its page would reload until then).
+pub(super) fn in_progress(task: &Value) -> bool {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis()) as i64;
+    match task["state"].as_str() {
+        Some("running") => true,
+        Some("queued") => task["not-before-ms"].as_i64().is_none_or(|at| at <= now),
+        _ => false,
+    }
 }
 
 /// A task's progress: a bar when its total is known, else its count.
@@ -24,8 +31,8 @@ pub(super) fn progress(task: &Value) -> Markup {
     let done = task["progress"]["done"].as_i64().unwrap_or(0);
     let bytes = task["progress"]["bytes"].as_i64().unwrap_or(0);
     html! {
-        @if let Some(total) = task["progress"]["total"].as_i64() {
-            progress value=(done) max=(total.max(1)) aria-label="Progress" { (done) "/" (total) }
+        @if let Some(total) = task["progress"]["total"].as_i64().filter(|total| *total > 0) {
+            progress value=(done) max=(total) aria-label="Progress" { (done) "/" (total) }
             " " span.count { (done) "/" (total) }
         } @else {
             span.count { (done) }
@@ -49,7 +56,7 @@ pub(super) async fn task(
         let path = format!("/management/v1/tasks/{}", path_part(&task));
         let answer = console.call(session.token.as_deref(), Method::GET, &path, None).await;
         let t = &answer.body;
-        let follow = answer.ok() && running(&t["state"]);
+        let follow = answer.ok() && in_progress(t);
         let body = if !answer.ok() {
             refused(&answer)
         } else {
